@@ -1,0 +1,21 @@
+# normgrow: "Rethinking Normalization Placement for LLMs: Post-Norm under Curriculum Depth Growing",
+# reproduced end to end. `snakemake --cores 2 results/paper` on the embedded default (config.yaml).
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/teacher.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/paper.smk"
+
+
+rule all:
+    input:
+        "results/paper",
+    default_target: True

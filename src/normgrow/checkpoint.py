@@ -1,0 +1,37 @@
+"""Phase outputs: the student's weights (safetensors) and its JSON state, written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call `write(tmp_path)`, then rename onto `path`: readers never see a partial file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def save_student(student: torch.nn.Module, path: Path) -> None:
+    tensors = {k: v.detach().contiguous().cpu() for k, v in student.state_dict().items()}
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+
+
+def load_student(student: torch.nn.Module, path: Path) -> None:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: checkpoint missing; rerun the phase that writes it")
+    student.load_state_dict(load_file(str(path)), strict=True)
+
+
+def write_json(path: Path, data: dict) -> None:
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2) + "\n"))
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())

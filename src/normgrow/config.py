@@ -1,0 +1,105 @@
+"""Runs as data: expand the validated config into phases, and check what a JSON schema cannot.
+
+A run names a placement and a curriculum; a curriculum is a list of phases. Each phase has
+`active_blocks`, `trainable` ("all" active blocks, or only the "newest"), `data` (the policy of the
+document iterator at phase start: `continue`, `reset` or `fresh`), `steps` and `lr_restart`.
+Every phase starts a fresh optimizer; `lr_restart: false` continues the previous phase's
+schedule instead of restarting it (the schedule then spans both phases).
+"""
+
+from __future__ import annotations
+
+from normgrow.data import DataState, phase_start_state
+from normgrow.placement import PLACEMENTS
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot describe a valid experiment."""
+
+
+def run_phases(config: dict, run: str) -> list[dict]:
+    """The phases of `run`, with defaults filled in and each phase's LR-schedule segment.
+
+    `schedule_offset` is the number of updates of the same schedule before this phase and
+    `schedule_length` the schedule's total length (both from `lr_restart`).
+    """
+    spec = config["runs"][run]
+    phases = []
+    for i, raw in enumerate(config["curricula"][spec["curriculum"]]):
+        phase = {"trainable": "all", "data": "continue", "lr_restart": True,
+                 "steps": config["train"]["phase_steps"], **raw}
+        phase["index"] = i
+        phases.append(phase)
+    segments: list[list[dict]] = []
+    for phase in phases:
+        if phase["lr_restart"] or not segments:
+            segments.append([])
+        segments[-1].append(phase)
+    for segment in segments:
+        offset = 0
+        for phase in segment:
+            phase["schedule_offset"] = offset
+            phase["schedule_length"] = sum(q["steps"] for q in segment)
+            offset += phase["steps"]
+    return phases
+
+
+def shard_docs(config: dict) -> int:
+    """Documents in the shard: those one phase of `train.phase_steps` steps consumes."""
+    return config["train"]["phase_steps"] * config["train"]["batch_size"]
+
+
+def phase_spec(config: dict, run: str, seed: int, phase: int) -> dict:
+    """Everything the trainer needs to run one phase, as plain data (a Snakemake param)."""
+    return {
+        "run": run,
+        "seed": int(seed),
+        "phase": int(phase),
+        "placement": config["runs"][run]["placement"],
+        "phases": run_phases(config, run),
+        "student": config["student"],
+        "objective": config["objective"],
+        "train": config["train"],
+        "shard_docs": shard_docs(config),
+        "teacher_dtype": config["teacher"]["dtype"],
+        "threads": config["threads"],
+    }
+
+
+def train_docs_required(config: dict) -> int:
+    """The most training documents any run reads (its data states replayed without training)."""
+    batch, shard = config["train"]["batch_size"], shard_docs(config)
+    needed = 0
+    for run in config["runs"]:
+        state = DataState()
+        for phase in run_phases(config, run):
+            state = phase_start_state(phase["data"], state, shard)
+            state = state.advanced(phase["steps"] * batch, shard)
+            needed = max(needed, state.high_water)
+    return needed
+
+
+def check_config(config: dict) -> None:
+    """Raise ConfigError naming the key for what the schema cannot express."""
+    blocks = config["student"]["blocks"]
+    for run, spec in config["runs"].items():
+        where = f"runs.{run}"
+        if spec["placement"] not in PLACEMENTS:
+            raise ConfigError(f"{where}.placement: {spec['placement']!r} is not a registered "
+                              f"placement ({', '.join(sorted(PLACEMENTS))})")
+        if spec["curriculum"] not in config["curricula"]:
+            raise ConfigError(f"{where}.curriculum: {spec['curriculum']!r} is not defined under "
+                              f"curricula ({', '.join(sorted(config['curricula']))})")
+    for name, phases in config["curricula"].items():
+        previous = 0
+        for i, phase in enumerate(phases):
+            where = f"curricula.{name}[{i}].active_blocks"
+            active = phase["active_blocks"]
+            if active > blocks:
+                raise ConfigError(f"{where}: {active} blocks, but student.blocks is {blocks}")
+            if active < previous:
+                raise ConfigError(f"{where}: blocks cannot be removed ({previous} → {active})")
+            previous = active
+    every, steps = config["train"]["eval_every"], config["train"]["phase_steps"]
+    if every > steps:
+        raise ConfigError(f"train.eval_every ({every}) is larger than train.phase_steps ({steps})")

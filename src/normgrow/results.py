@@ -1,0 +1,43 @@
+"""Gather every phase's outputs into two tidy tables that the paper's tables and figures read.
+
+- evals: one row per validation evaluation (run, seed, phase, step, global_step, ce, kd, ppl);
+- phases: one row per phase (its spec, its final evaluation, its and the run's token counters).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+
+def collect(state_paths: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read each phase's state.json and the eval.csv beside it."""
+    eval_frames, phase_rows = [], []
+    for state_path in map(Path, state_paths):
+        state = json.loads(state_path.read_text())
+        key = {"run": state["run"], "seed": state["seed"], "phase": state["phase"]}
+        evals = pd.read_csv(state_path.parent / "eval.csv")
+        eval_frames.append(evals.assign(**key, placement=state["placement"]))
+        row = {**key, "placement": state["placement"], "active_blocks": state["active_blocks"],
+               "active_layers": state["active_layers"],
+               "trainable_blocks": " ".join(map(str, state["trainable_blocks"])),
+               "data_policy": state["data_policy"], "global_step": state["global_step"],
+               **{k: state["final_eval"][k] for k in ("ce", "kd", "ppl")},
+               **{f"phase_{k}": v for k, v in state["phase_counters"].items()},
+               **{f"run_{k}": v for k, v in state["run_counters"].items()},
+               "wall_seconds": state["wall_seconds"]}
+        phase_rows.append(row)
+    if not phase_rows:
+        raise FileNotFoundError("no phase outputs to collect")
+    columns = ["run", "seed", "phase", "placement"]
+    evals = pd.concat(eval_frames, ignore_index=True)
+    evals = evals[columns + [c for c in evals.columns if c not in columns]]
+    return evals, pd.DataFrame(phase_rows)
+
+
+def final_phases(phases: pd.DataFrame) -> pd.DataFrame:
+    """The last phase of every (run, seed): the run's scheduled end point."""
+    last = phases.groupby(["run", "seed"])["phase"].transform("max")
+    return phases[phases["phase"] == last]

@@ -1,0 +1,136 @@
+"""The block-stack student (paper §Methodology, SPEC §1).
+
+K blocks × L decoder layers of one placement, between a frozen copy of the teacher's embedding and
+a trainable copy of its LM head, with one model-boundary RMSNorm initialised from the teacher's
+final norm. `active_blocks` selects how many blocks the forward pass runs (curriculum growth);
+inactive blocks keep their weights untouched.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import Qwen3Config
+from transformers.masking_utils import create_causal_mask
+from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm, Qwen3RotaryEmbedding
+
+from normgrow.placement import layer_class
+
+
+def student_config(teacher_config, num_layers: int, attn_implementation: str = "sdpa") -> Qwen3Config:
+    """A Qwen3 config for `num_layers` student layers with the teacher's layer dimensions.
+
+    The attention implementation is always set explicitly: a config without one makes
+    `create_causal_mask` return None for unpadded batches, and attention then runs non-causal.
+    """
+    fields = teacher_config.to_dict()
+    for key in ("architectures", "auto_map", "model_type", "transformers_version", "dtype", "torch_dtype"):
+        fields.pop(key, None)
+    fields.update(num_hidden_layers=num_layers, layer_types=["full_attention"] * num_layers,
+                  use_sliding_window=False)
+    config = Qwen3Config(**fields)
+    config._attn_implementation = attn_implementation
+    return config
+
+
+def init_qwen3_(module: nn.Module, std: float, generator: torch.Generator) -> None:
+    """Qwen3's init scheme, applied in parameter-name order from one generator.
+
+    Linear weights ~ N(0, std²), biases 0, RMSNorm weights 1 — the scheme `PreTrainedModel.post_init`
+    applies, which standalone modules never receive.
+    """
+    for name, param in module.named_parameters():
+        with torch.no_grad():
+            if name.endswith("norm.weight"):
+                param.fill_(1.0)
+            elif name.endswith("bias"):
+                param.zero_()
+            else:
+                param.copy_(torch.randn(param.shape, generator=generator) * std)
+
+
+class BlockStackStudent(nn.Module):
+    """Embedding → [N_entry] → K blocks of L layers (first `active_blocks` run) → [N_final] → head."""
+
+    def __init__(self, config: Qwen3Config, placement: str, num_blocks: int, layers_per_block: int):
+        super().__init__()
+        if config.num_hidden_layers != num_blocks * layers_per_block:
+            raise ValueError("config.num_hidden_layers must equal num_blocks * layers_per_block")
+        if config._attn_implementation is None:
+            raise ValueError("set config._attn_implementation explicitly (see student_config)")
+        self.config = config
+        self.placement = placement
+        self.num_blocks = num_blocks
+        self.layers_per_block = layers_per_block
+        self.active_blocks = num_blocks
+        layer = layer_class(placement)
+        self.boundary = layer.boundary
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_tokens.weight.requires_grad_(False)
+        self.blocks = nn.ModuleList(
+            nn.ModuleList(layer(config, b * layers_per_block + i) for i in range(layers_per_block))
+            for b in range(num_blocks)
+        )
+        self.boundary_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.rotary_emb = Qwen3RotaryEmbedding(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+
+    @classmethod
+    def from_teacher(cls, teacher, placement: str, num_blocks: int, layers_per_block: int,
+                     seed: int, attn_implementation: str = "sdpa") -> BlockStackStudent:
+        """Student with the teacher's embedding (frozen), LM head and final norm (trainable), and
+        all K blocks freshly initialised from `seed` — identical for every placement and curriculum."""
+        config = student_config(teacher.config, num_blocks * layers_per_block, attn_implementation)
+        student = cls(config, placement, num_blocks, layers_per_block)
+        student.init_blocks(seed)
+        with torch.no_grad():
+            student.embed_tokens.weight.copy_(teacher.get_input_embeddings().weight)
+            student.lm_head.weight.copy_(teacher.get_output_embeddings().weight)
+            student.boundary_norm.weight.copy_(teacher.base_model.norm.weight)
+        return student
+
+    def init_blocks(self, seed: int) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        init_qwen3_(self.blocks, self.config.initializer_range, generator)
+
+    def set_trainable(self, blocks: list[int]) -> None:
+        """Train the given blocks, the boundary norm and the head; the embedding stays frozen."""
+        for b, block in enumerate(self.blocks):
+            block.requires_grad_(b in blocks)
+        self.boundary_norm.requires_grad_(True)
+        self.lm_head.requires_grad_(True)
+        self.embed_tokens.requires_grad_(False)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                skip_block: int | None = None, boundaries: list | None = None) -> torch.Tensor:
+        """Final hidden states (B, T, H) of the active stack, before the LM head.
+
+        `attention_mask` (B, T) is 1 on real tokens, 0 on right padding. `skip_block` bypasses one
+        whole block (identity). If `boundaries` is a list, the residual stream entering block 0 and
+        leaving every active block is appended to it (for boundary diagnostics).
+        """
+        h = self.embed_tokens(input_ids)
+        if self.boundary == "entry":
+            h = self.boundary_norm(h)
+        position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+        mask = create_causal_mask(config=self.config, inputs_embeds=h, attention_mask=attention_mask,
+                                  past_key_values=None, position_ids=position_ids)
+        position_embeddings = self.rotary_emb(h, position_ids)
+        if boundaries is not None:
+            boundaries.append(h)
+        for b in range(self.active_blocks):
+            if b != skip_block:
+                for layer in self.blocks[b]:
+                    h = layer(h, position_embeddings, mask)
+            if boundaries is not None:
+                boundaries.append(h)
+        if self.boundary == "final":
+            h = self.boundary_norm(h)
+        return h
+
+
+def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+__all__ = ["BlockStackStudent", "student_config", "init_qwen3_", "count_parameters"]

@@ -1,0 +1,119 @@
+"""The teacher: loaded through `AutoModelForCausalLM` whatever its origin (a hub id such as
+`Qwen/Qwen3-8B-Base`, or a local directory); for the embedded default, first pretrained here as a
+small Qwen3ForCausalLM on the training split."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from normgrow.data import DataState, DocumentIterator, TokenStore, fixed_batches
+from normgrow.evaluate import causal_lm_ce
+from normgrow.forward import causal_lm_logits, positions_and_labels
+from normgrow.schedule import lr_at
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load_teacher(name_or_path: str, dtype: str = "float32", attn_implementation: str = "sdpa"):
+    """The frozen teacher in eval mode (hub id or local path)."""
+    from transformers import AutoModelForCausalLM
+
+    teacher = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=DTYPES[dtype],
+                                                   attn_implementation=attn_implementation)
+    teacher.eval().requires_grad_(False)
+    return teacher
+
+
+def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed: int, log=None):
+    """Train a fresh Qwen3ForCausalLM with next-token CE; returns the model."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=spec["hidden_size"],
+        num_hidden_layers=spec["num_hidden_layers"], num_attention_heads=spec["num_attention_heads"],
+        num_key_value_heads=spec["num_key_value_heads"], head_dim=spec["head_dim"],
+        intermediate_size=spec["intermediate_size"], max_position_embeddings=spec["max_position_embeddings"],
+        tie_word_embeddings=False, eos_token_id=pad_id, pad_token_id=pad_id, bos_token_id=None,
+    )
+    config._attn_implementation = "sdpa"
+    model = Qwen3ForCausalLM(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec["lr"], betas=(0.9, 0.95),
+                                  weight_decay=spec["weight_decay"])
+    batches = DocumentIterator(train, DataState(), len(train), spec["batch_size"], pad_id, seed)
+    steps = spec["steps"]
+    progress = tqdm(range(1, steps + 1), desc="teacher pretraining", mininterval=5, file=log)
+    for t in progress:
+        lr = lr_at(t, steps, spec["lr"], spec["lr"] * 0.1, spec["warmup_fraction"])
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch = batches.next_batch()
+        positions, labels = positions_and_labels(batch)
+        loss = torch.nn.functional.cross_entropy(causal_lm_logits(model, batch, positions), labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        progress.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.2e}", refresh=False)
+    return model.eval()
+
+
+def unigram_ce(train: TokenStore, valid: TokenStore, vocab_size: int) -> float:
+    """CE of the add-one-smoothed unigram distribution of the training tokens, on the validation
+    next-token labels (every token but the first of each document) — the baseline a teacher
+    must beat."""
+    counts = np.ones(vocab_size, dtype=np.float64)
+    for ids in train.get(list(range(len(train)))):
+        counts += np.bincount(ids, minlength=vocab_size)
+    log_p = np.log(counts / counts.sum())
+    labels = np.concatenate([ids[1:] for ids in valid.get(list(range(len(valid))))])
+    return float(-log_p[labels].mean())
+
+
+def check_teacher(teacher, tokenizer, train: TokenStore, valid: TokenStore, pad_id: int,
+                  batch_size: int, min_margin_nats: float) -> dict:
+    """Facts about the loaded teacher that the student relies on, and its quality on validation."""
+    config = teacher.config
+    head = teacher.get_output_embeddings()
+    final_norm = getattr(teacher.base_model, "norm", None)
+    ce = causal_lm_ce(teacher, fixed_batches(valid, batch_size, pad_id))
+    baseline = unigram_ce(train, valid, config.vocab_size)
+    report = {
+        "model_type": config.model_type,
+        "parameters": sum(p.numel() for p in teacher.parameters()),
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_hidden_layers,
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": config.num_key_value_heads,
+        "intermediate_size": config.intermediate_size,
+        "vocab_size": config.vocab_size,
+        "tokenizer_size": len(tokenizer),
+        "vocab_matches_tokenizer": len(tokenizer) <= config.vocab_size,
+        "head_shape": list(head.weight.shape),
+        "final_norm_present": final_norm is not None,
+        "validation_ce": ce,
+        "validation_ppl": math.exp(ce),
+        "unigram_ce": baseline,
+        "margin_nats": baseline - ce,
+        "min_margin_nats": min_margin_nats,
+    }
+    problems = []
+    if not report["vocab_matches_tokenizer"]:
+        problems.append(f"tokenizer has {len(tokenizer)} tokens, teacher vocabulary {config.vocab_size}")
+    if not report["final_norm_present"]:
+        problems.append("teacher has no final norm (base_model.norm) to initialise the boundary norm")
+    if report["margin_nats"] < min_margin_nats:
+        problems.append(f"teacher CE {ce:.3f} beats the unigram baseline {baseline:.3f} by less than "
+                        f"{min_margin_nats} nats")
+    report["problems"] = problems
+    return report
+
+
+def save_teacher(model, tokenizer, out: Path) -> None:
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)

@@ -1,0 +1,49 @@
+rule corpus:
+    output:
+        train="results/data/corpus/train.jsonl",
+        valid="results/data/corpus/valid.jsonl",
+        diag="results/data/corpus/diag.jsonl",
+        manifest="results/data/corpus/manifest.json",
+    params:
+        data=config["data"],
+        train_docs=lambda wildcards: config["data"]["train_docs"],
+    log:
+        "logs/data/corpus.log",
+    conda:
+        "../../envs/normgrow.yaml"
+    script:
+        "../scripts/corpus.py"
+
+
+rule tokenizer:
+    input:
+        train="results/data/corpus/train.jsonl",
+    output:
+        directory("results/data/tokenizer"),
+    params:
+        tokenizer=config["tokenizer"],
+        boundary_token=config["data"]["boundary_token"],
+        teacher=config["teacher"]["name"],
+    log:
+        "logs/data/tokenizer.log",
+    conda:
+        "../../envs/normgrow.yaml"
+    script:
+        "../scripts/tokenizer.py"
+
+
+rule tokenize:
+    input:
+        tokenizer="results/data/tokenizer",
+        corpus=expand("results/data/corpus/{split}.jsonl", split=["train", "valid", "diag"]),
+        manifest="results/data/corpus/manifest.json",
+    output:
+        tokens=directory("results/data/tokens"),
+    params:
+        data=config["data"],
+    log:
+        "logs/data/tokenize.log",
+    conda:
+        "../../envs/normgrow.yaml"
+    script:
+        "../scripts/tokenize.py"

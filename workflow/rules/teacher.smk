@@ -1,0 +1,39 @@
+rule pretrain_teacher:
+    input:
+        tokenizer="results/data/tokenizer",
+        tokens="results/data/tokens",
+    output:
+        directory("results/teacher/model"),
+    params:
+        pretrain=config["teacher"].get("pretrain"),
+        seed=config["data"]["split_seed"],
+    threads: workflow.cores
+    log:
+        "logs/teacher/pretrain.log",
+    benchmark:
+        "benchmarks/teacher/pretrain.tsv"
+    conda:
+        "../../envs/normgrow.yaml"
+    script:
+        "../scripts/pretrain_teacher.py"
+
+
+rule check_teacher:
+    input:
+        teacher_input(),
+        tokenizer="results/data/tokenizer",
+        tokens="results/data/tokens",
+    output:
+        "results/teacher/check.json",
+    params:
+        teacher=teacher_path(),
+        dtype=config["teacher"]["dtype"],
+        batch_size=config["train"]["batch_size"],
+        min_margin_nats=config["teacher"]["min_margin_nats"],
+    threads: config["threads"]
+    log:
+        "logs/teacher/check.log",
+    conda:
+        "../../envs/normgrow.yaml"
+    script:
+        "../scripts/check_teacher.py"

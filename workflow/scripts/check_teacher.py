@@ -1,0 +1,24 @@
+"""Load the teacher exactly as training does (AutoModelForCausalLM) and report on it."""
+
+import json
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer
+
+from normgrow.data import TokenStore
+from normgrow.logs import job_log
+from normgrow.teacher import check_teacher, load_teacher
+
+with job_log(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)
+    tokens = Path(snakemake.input.tokens)
+    pad_id = json.loads((tokens / "meta.json").read_text())["boundary_id"]
+    teacher = load_teacher(snakemake.params.teacher, snakemake.params.dtype)
+    report = check_teacher(teacher, AutoTokenizer.from_pretrained(snakemake.input.tokenizer),
+                           TokenStore(tokens / "train"), TokenStore(tokens / "valid"), pad_id,
+                           snakemake.params.batch_size, snakemake.params.min_margin_nats)
+    print(json.dumps(report, indent=2))
+    if report["problems"]:
+        raise SystemExit("teacher check failed: " + "; ".join(report["problems"]))
+    Path(snakemake.output[0]).write_text(json.dumps(report, indent=2) + "\n")

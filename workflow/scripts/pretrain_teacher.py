@@ -1,0 +1,20 @@
+"""Pretrain the small Qwen3 teacher of the embedded default and save it with `save_pretrained`."""
+
+import json
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer
+
+from normgrow.data import TokenStore
+from normgrow.logs import job_log
+from normgrow.teacher import pretrain_teacher, save_teacher
+
+with job_log(snakemake.log[0]) as log:
+    torch.set_num_threads(snakemake.threads)
+    tokens = Path(snakemake.input.tokens)
+    pad_id = json.loads((tokens / "meta.json").read_text())["boundary_id"]
+    tokenizer = AutoTokenizer.from_pretrained(snakemake.input.tokenizer)
+    model = pretrain_teacher(snakemake.params.pretrain, tokenizer, TokenStore(tokens / "train"), pad_id,
+                             snakemake.params.seed, log)
+    save_teacher(model, tokenizer, Path(snakemake.output[0]))

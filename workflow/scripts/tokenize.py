@@ -1,0 +1,26 @@
+"""Tokenize every document on its own (+ boundary token, truncated); write Arrow splits + manifest."""
+
+import json
+from pathlib import Path
+
+from transformers import AutoTokenizer
+
+from normgrow.data import boundary_id, read_texts, save_tokens, sha256_of, tokenize_documents
+from normgrow.logs import job_log
+
+with job_log(snakemake.log[0]):
+    data = snakemake.params.data
+    out = Path(snakemake.output.tokens)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = AutoTokenizer.from_pretrained(snakemake.input.tokenizer)
+    boundary = boundary_id(tokenizer, data["boundary_token"])
+    meta = {"boundary_id": boundary, "tokenizer_size": len(tokenizer), "max_length": data["max_length"],
+            "corpus": json.loads(Path(snakemake.input.manifest).read_text()), "splits": {}}
+    for path in snakemake.input.corpus:
+        split = Path(path).stem
+        sequences, truncated = tokenize_documents(tokenizer, read_texts(path), boundary, data["max_length"])
+        save_tokens(sequences, out / split)
+        meta["splits"][split] = {"documents": len(sequences), "tokens": sum(map(len, sequences)),
+                                 "truncated_documents": truncated, "text_sha256": sha256_of(Path(path))}
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(json.dumps(meta["splits"], indent=2))

@@ -1,0 +1,16 @@
+"""Train the byte-level BPE tokenizer on the training split, or take the teacher's tokenizer."""
+
+from normgrow.data import boundary_id, read_texts, train_tokenizer
+from normgrow.logs import job_log
+
+with job_log(snakemake.log[0]):
+    settings = snakemake.params.tokenizer
+    boundary = snakemake.params.boundary_token
+    if settings["train"]:
+        tokenizer = train_tokenizer(read_texts(snakemake.input.train), settings["vocab_size"], boundary)
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(snakemake.params.teacher)
+    print(f"tokenizer: {len(tokenizer)} tokens, boundary {boundary!r} = {boundary_id(tokenizer, boundary)}")
+    tokenizer.save_pretrained(snakemake.output[0])
