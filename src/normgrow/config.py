@@ -9,12 +9,50 @@ schedule instead of restarting it (the schedule then spans both phases).
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import jsonschema
+import yaml
+
 from normgrow.data import DataState, phase_start_state
 from normgrow.placement import PLACEMENTS
 
 
 class ConfigError(ValueError):
     """A configuration that cannot describe a valid experiment."""
+
+
+def _with_defaults(validator_class):
+    """A validator that also fills in the schema's `default`s (the jsonschema FAQ recipe)."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub:
+                    instance.setdefault(name, sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def validate_config(config: dict, schema_path: Path) -> dict:
+    """Validate `config` against the JSON schema (Draft 2020-12), fill in defaults, then run the
+    semantic checks. Raises ConfigError with one line per problem, naming the key.
+
+    (Snakemake's own `validate` prints the whole schema with each error; this names the key.)
+    """
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = []
+        for error in errors:
+            key = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+            lines.append(f"  {key}: {error.message}")
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+    check_config(config)
+    return config
 
 
 def run_phases(config: dict, run: str) -> list[dict]:

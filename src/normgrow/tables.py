@@ -77,7 +77,7 @@ class Table:
             if c.paper is not None:
                 wide.loc[c.row, f"{c.column} (paper)"] = (
                     c.paper if isinstance(c.paper, str) else f"{c.paper:+.4f}" if c.row.startswith(("Δ", "Interaction"))
-                    else f"{c.paper:g}")
+                    else f"{c.paper:.{self.digits}f}" if isinstance(c.paper, float) else str(c.paper))
         ordered = [x for col in columns for x in (col, f"{col} (paper)") if x in wide.columns]
         wide = wide[ordered]
         wide.index.name = ""

@@ -1,12 +1,9 @@
 # Helpers shared by the rule files: config validation, wildcard constraints, input functions.
 import re
 
-from snakemake.utils import validate
+from normgrow.config import phase_spec, run_phases, validate_config
 
-from normgrow.config import check_config, phase_spec, run_phases
-
-validate(config, schema="../schemas/config.schema.yaml")
-check_config(config)
+validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
 
 RUNS = list(config["runs"])
 SEEDS = [str(s) for s in config["seeds"]]
