@@ -1,5 +1,7 @@
 # normgrow: "Rethinking Normalization Placement for LLMs: Post-Norm under Curriculum Depth Growing",
 # reproduced end to end. `snakemake --cores 2 results/paper` on the embedded default (config.yaml).
+import re
+
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -9,6 +11,15 @@ configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 include: "workflow/rules/common.smk"
+
+
+wildcard_constraints:
+    run="|".join(re.escape(run) for run in RUNS),
+    seed=r"\d+",
+    phase=r"\d+",
+
+
+
 include: "workflow/rules/data.smk"
 include: "workflow/rules/teacher.smk"
 include: "workflow/rules/train.smk"

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from normgrow.checkpoint import load_student, read_json, save_student, write_json, atomic_write
+from normgrow.checkpoint import atomic_write, load_student, read_json, save_student, write_json
 from normgrow.data import DataState, DocumentIterator, TokenStore, fixed_batches, phase_start_state
 from normgrow.evaluate import evaluate_student
 from normgrow.forward import causal_lm_logits, positions_and_labels, student_logits

@@ -1,6 +1,4 @@
-# Helpers shared by the rule files: config validation, wildcard constraints, input functions.
-import re
-
+# Helpers shared by all rule files (config validation, run/seed lists, input functions).
 from normgrow.config import phase_spec, run_phases, validate_config
 
 validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
@@ -8,23 +6,20 @@ validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
 RUNS = list(config["runs"])
 SEEDS = [str(s) for s in config["seeds"]]
 PHASE_DIR = "results/runs/{run}/seed{seed}/phase{phase}"
-PHASE_FILES = ["student.safetensors", "state.json", "train.csv", "eval.csv"]
-
-
-wildcard_constraints:
-    run="|".join(map(re.escape, RUNS)),
-    seed=r"\d+",
-    phase=r"\d+",
-
-
-def teacher_path():
-    """The teacher to load: the pretrained embedded teacher, or a hub id / local path."""
-    return config["teacher"]["name"] or "results/teacher/model"
 
 
 def teacher_input():
     """The teacher as a rule input when the workflow builds it (nothing for a hub id)."""
     return [] if config["teacher"]["name"] else ["results/teacher/model"]
+
+
+def teacher_param(wildcards, input):
+    """What training loads: the built teacher directory, or the configured hub id / path."""
+    return config["teacher"]["name"] or input.teacher[0]
+
+
+def previous_phase_dir(wildcards, input):
+    return os.path.dirname(input.previous[0]) if input.previous else None
 
 
 def previous_phase(wildcards):

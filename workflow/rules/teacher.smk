@@ -20,13 +20,13 @@ rule pretrain_teacher:
 
 rule check_teacher:
     input:
-        teacher_input(),
+        teacher=teacher_input(),
         tokenizer="results/data/tokenizer",
         tokens="results/data/tokens",
     output:
         "results/teacher/check.json",
     params:
-        teacher=teacher_path(),
+        teacher=teacher_param,
         dtype=config["teacher"]["dtype"],
         batch_size=config["train"]["batch_size"],
         min_margin_nats=config["teacher"]["min_margin_nats"],

@@ -1,15 +1,18 @@
 rule train_phase:
     input:
-        previous_phase,
-        teacher_input(),
+        previous=previous_phase,
+        teacher=teacher_input(),
         teacher_check="results/teacher/check.json",
         tokens="results/data/tokens",
     output:
-        expand(PHASE_DIR + "/{file}", file=PHASE_FILES, allow_missing=True),
+        student="results/runs/{run}/seed{seed}/phase{phase}/student.safetensors",
+        state="results/runs/{run}/seed{seed}/phase{phase}/state.json",
+        train="results/runs/{run}/seed{seed}/phase{phase}/train.csv",
+        eval="results/runs/{run}/seed{seed}/phase{phase}/eval.csv",
     params:
         spec=lambda wildcards: phase_spec(config, wildcards.run, wildcards.seed, wildcards.phase),
-        teacher=teacher_path(),
-        previous=lambda wildcards, input: os.path.dirname(input[0]) if int(wildcards.phase) else None,
+        teacher=teacher_param,
+        previous=previous_phase_dir,
     threads: config["threads"]
     log:
         "logs/runs/{run}/seed{seed}/phase{phase}.log",

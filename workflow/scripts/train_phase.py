@@ -8,4 +8,4 @@ from normgrow.trainer import run_phase
 with job_log(snakemake.log[0]) as log:
     previous = snakemake.params.previous
     run_phase(snakemake.params.spec, snakemake.params.teacher, Path(snakemake.input.tokens),
-              Path(previous) if previous else None, Path(snakemake.output[0]).parent, log)
+              Path(previous) if previous else None, Path(snakemake.output.state).parent, log)
