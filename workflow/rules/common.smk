@@ -1,11 +1,18 @@
 # Helpers shared by all rule files (config validation, run/seed lists, input functions).
-from normgrow.config import phase_spec, run_phases, validate_config
+from normgrow.config import phase_spec, run_phases, train_docs_required, validate_config
 
 validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
 
 RUNS = list(config["runs"])
 SEEDS = [str(s) for s in config["seeds"]]
 PHASE_DIR = "results/runs/{run}/seed{seed}/phase{phase}"
+
+
+def corpus_train_docs():
+    """Training documents to take: as configured; a streamed corpus takes what the runs need."""
+    if config["data"]["train_docs"] is not None:
+        return config["data"]["train_docs"]
+    return train_docs_required(config) if config["data"]["source"].get("streaming") else None
 
 
 def teacher_input():

@@ -6,7 +6,8 @@ rule corpus:
         manifest="results/data/corpus/manifest.json",
     params:
         data=config["data"],
-        train_docs=lambda wildcards: config["data"]["train_docs"],
+        train_docs=corpus_train_docs(),
+        required_docs=train_docs_required(config),
     log:
         "logs/data/corpus.log",
     conda:

@@ -11,6 +11,11 @@ with job_log(snakemake.log[0]):
     corpus = load_corpus(data["source"])
     splits, counts = split_corpus(corpus, data["split_seed"], data["valid_docs"], data["diag_docs"],
                                   snakemake.params.train_docs)
+    required = snakemake.params.required_docs
+    if len(splits["train"]) < required:
+        raise SystemExit(f"the corpus yields {len(splits['train'])} training documents, but the configured "
+                         f"runs read {required}: lower train.phase_steps or train.batch_size, or use a "
+                         f"larger corpus (data.source)")
     for name, texts in splits.items():
         with open(snakemake.output[name], "w") as f:
             for text in texts:
