@@ -23,6 +23,7 @@ wildcard_constraints:
 include: "workflow/rules/data.smk"
 include: "workflow/rules/teacher.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/diagnose.smk"
 include: "workflow/rules/paper.smk"
 
 

@@ -35,3 +35,15 @@ def write_json(path: Path, data: dict) -> None:
 
 def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
+
+
+def student_from_checkpoint(path: Path, teacher_config, placement: str, student: dict, active_blocks: int):
+    """A student rebuilt from the teacher's config (no teacher weights) and a saved checkpoint."""
+    from normgrow.student import BlockStackStudent, student_config
+
+    layers = student["blocks"] * student["layers_per_block"]
+    model = BlockStackStudent(student_config(teacher_config, layers, student["attn_implementation"]),
+                              placement, student["blocks"], student["layers_per_block"])
+    load_student(model, path)
+    model.active_blocks = active_blocks
+    return model.eval()

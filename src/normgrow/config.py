@@ -99,9 +99,30 @@ def phase_spec(config: dict, run: str, seed: int, phase: int) -> dict:
         "objective": config["objective"],
         "train": config["train"],
         "shard_docs": shard_docs(config),
+        "snapshots": snapshots_per_phase(config, run),
         "teacher_dtype": config["teacher"]["dtype"],
         "threads": config["threads"],
     }
+
+
+def snapshots_per_phase(config: dict, run: str) -> int:
+    """Checkpoints a phase of `run` saves for the diagnostics (0: only its final checkpoint)."""
+    diagnostics = config.get("diagnostics", {})
+    return diagnostics.get("snapshots_per_phase", 3) if run in diagnostics.get("runs", []) else 0
+
+
+def snapshot_steps(steps: int, count: int) -> list[int]:
+    """`count` evenly spaced steps of a phase, the last being the phase end (at least 1)."""
+    return sorted({max(1, round(k * steps / count)) for k in range(1, count + 1)}) if count else []
+
+
+def run_checkpoints(config: dict, run: str) -> list[tuple[int, int]]:
+    """(phase, global step) of every saved checkpoint of `run`, in order."""
+    out, offset = [], 0
+    for phase in run_phases(config, run):
+        out += [(phase["index"], offset + t) for t in snapshot_steps(phase["steps"], snapshots_per_phase(config, run))]
+        offset += phase["steps"]
+    return out
 
 
 def train_docs_required(config: dict) -> int:
@@ -138,6 +159,9 @@ def check_config(config: dict) -> None:
             if active < previous:
                 raise ConfigError(f"{where}: blocks cannot be removed ({previous} → {active})")
             previous = active
+    for run in config.get("diagnostics", {}).get("runs", []):
+        if run not in config["runs"]:
+            raise ConfigError(f"diagnostics.runs: {run!r} is not a run defined under runs")
     every, steps = config["train"]["eval_every"], config["train"]["phase_steps"]
     if every > steps:
         raise ConfigError(f"train.eval_every ({every}) is larger than train.phase_steps ({steps})")

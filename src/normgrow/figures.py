@@ -67,3 +67,174 @@ def validation_loss(evals: pd.DataFrame, phases: pd.DataFrame, directory: Path) 
         fig.suptitle("Validation loss; dotted lines: phase boundaries")
         fig.tight_layout()
         return save(fig, directory, "validation_loss")
+
+
+def _seed_stats(frame: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
+    return frame.groupby(by)[value].agg(["mean", "min", "max", "count"]).reset_index()
+
+
+def _errorbar(ax, x, stats: pd.DataFrame, color: str, label: str, marker="o", linestyle="-") -> None:
+    """Mean over seeds with min–max error bars (none for a single seed)."""
+    err = None
+    if (stats["count"] > 1).any():
+        err = [stats["mean"] - stats["min"], stats["max"] - stats["mean"]]
+    ax.errorbar(x, stats["mean"], yerr=err, color=color, marker=marker, linestyle=linestyle, label=label,
+                capsize=3)
+
+
+def interaction(final: pd.DataFrame, directory: Path) -> list[Path]:
+    """Fig. 3a: final validation CE of pre/post under joint and grow."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(3.6, 2.8))
+        for placement, color in PLACEMENT_COLORS.items():
+            rows = final[final["run"].isin([f"{placement}-joint", f"{placement}-grow"])]
+            stats = _seed_stats(rows, ["run"], "ce").set_index("run").reindex(
+                [f"{placement}-joint", f"{placement}-grow"]).reset_index()
+            _errorbar(ax, ["joint", "grow"], stats, color, f"{placement}-norm")
+        ax.set_xlabel("curriculum")
+        ax.set_ylabel("final validation CE (nats/token)")
+        ax.set_title("Placement × curriculum interaction")
+        ax.legend()
+        return save(fig, directory, "fig3a_interaction")
+
+
+def crossover(phases: pd.DataFrame, directory: Path) -> list[Path]:
+    """Fig. 3b: phase-end validation CE of pre-grow and post-grow, and Δ = post − pre per phase."""
+    with plt.rc_context(STYLE):
+        fig, (ax, ax_d) = plt.subplots(1, 2, figsize=(7.2, 2.8))
+        for placement, color in PLACEMENT_COLORS.items():
+            stats = _seed_stats(phases[phases["run"] == f"{placement}-grow"], ["phase"], "ce")
+            _errorbar(ax, stats["phase"], stats, color, f"{placement}-grow")
+        pre = phases[phases["run"] == "pre-grow"].set_index(["seed", "phase"])["ce"]
+        post = phases[phases["run"] == "post-grow"].set_index(["seed", "phase"])["ce"]
+        delta = (post - pre).dropna().rename("delta").reset_index()
+        stats = _seed_stats(delta, ["phase"], "delta")
+        ax_d.bar(stats["phase"], stats["mean"], color=[PLACEMENT_COLORS["post"] if v < 0 else PLACEMENT_COLORS["pre"]
+                                                        for v in stats["mean"]])
+        ax_d.axhline(0, color="black", linewidth=0.8)
+        ax.set_xlabel("phase (active blocks = phase + 1)")
+        ax.set_ylabel("phase-end validation CE")
+        ax.set_title("Phase-wise CE under growth")
+        ax.legend()
+        ax_d.set_xlabel("phase")
+        ax_d.set_ylabel("Δ = post − pre (CE)")
+        ax_d.set_title("Crossover: Δ < 0 favours post-norm")
+        for a in (ax, ax_d):
+            a.set_xticks(sorted(phases["phase"].unique()))
+        fig.tight_layout()
+        return save(fig, directory, "fig3b_crossover")
+
+
+def boundary_rms(rms: pd.DataFrame, phases: pd.DataFrame, directory: Path) -> list[Path]:
+    """Fig. 4: per-token RMS across growth at every block boundary (grow runs): mean (top) and
+    standard deviation across tokens (bottom); dotted lines at block appending."""
+    rows = rms[(rms["tokens"] == "all") & rms["run"].isin(["pre-grow", "post-grow"])]
+    boundaries = sorted(rows["boundary"].unique())
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(2, 2, figsize=(7.2, 5.0), sharex=True)
+        for col, placement in enumerate(("pre", "post")):
+            run_rows = rows[rows["placement"] == placement]
+            for b in boundaries:
+                stats_rows = run_rows[run_rows["boundary"] == b]
+                style = {"color": plt.cm.viridis(b / max(1, len(boundaries) - 1)), "marker": ".",
+                         "label": "embedding out" if b == 0 else f"after block {b - 1}"}
+                for row, stat in enumerate(("mean", "std")):
+                    s = stats_rows.groupby("global_step")[stat].mean()
+                    axes[row, col].plot(s.index, s.values, **style)
+            ends = phases[phases["run"] == f"{placement}-grow"].groupby("phase")["global_step"].max().iloc[:-1]
+            for ax in axes[:, col]:
+                for step in ends:
+                    ax.axvline(step, color="grey", linestyle=":", linewidth=1)
+                ax.set_yscale("log")
+            axes[0, col].set_title(f"{placement}-grow")
+            axes[1, col].set_xlabel("training step (global)")
+        axes[0, 0].set_ylabel("per-token RMS: mean")
+        axes[1, 0].set_ylabel("per-token RMS: std across tokens")
+        axes[0, 1].legend(fontsize=7)
+        fig.suptitle("Block-boundary RMS across growth (diagnostic batch, log scale)")
+        fig.tight_layout()
+        return save(fig, directory, "fig4_boundary_rms")
+
+
+def token_types(rms: pd.DataFrame, directory: Path) -> list[Path]:
+    """Fig. 5a: mean per-token RMS of structural vs regular tokens at the boundary after block 0,
+    across growth, for pre-grow and post-grow."""
+    rows = rms[rms["run"].isin(["pre-grow", "post-grow"]) & (rms["boundary"] == 1)
+               & rms["tokens"].isin(["structural", "regular"])]
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(4.2, 3.0))
+        for placement, color in PLACEMENT_COLORS.items():
+            for tokens, linestyle in (("structural", "-"), ("regular", "--")):
+                s = rows[(rows["placement"] == placement) & (rows["tokens"] == tokens)].groupby("global_step")["mean"]
+                s = s.mean()
+                ax.plot(s.index, s.values, color=color, linestyle=linestyle, marker=".",
+                        label=f"{placement}: {tokens}")
+        ax.set_yscale("log")
+        ax.set_xlabel("training step (global)")
+        ax.set_ylabel("mean per-token RMS after block 0")
+        ax.set_title("Token-type attribution of scale drift")
+        ax.legend(fontsize=7)
+        return save(fig, directory, "fig5a_token_types")
+
+
+def grow_validation(evals: pd.DataFrame, phases: pd.DataFrame, directory: Path) -> list[Path]:
+    """Fig. 5b: validation CE of pre-grow and post-grow with block-appending markers."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(4.2, 3.0))
+        for placement, color in PLACEMENT_COLORS.items():
+            run_curve(ax, evals, f"{placement}-grow", color, f"{placement}-grow")
+        ends = phases[phases["run"] == "pre-grow"].groupby("phase")["global_step"].max().iloc[:-1]
+        for step in ends:
+            ax.axvline(step, color="grey", linestyle=":", linewidth=1)
+        ax.set_xlabel("training step (global)")
+        ax.set_ylabel("validation CE (nats/token)")
+        ax.set_title("Validation loss; dotted: block appended")
+        ax.legend()
+        return save(fig, directory, "fig5b_grow_validation")
+
+
+def rms_distributions(final_reports: dict[str, dict], directory: Path) -> list[Path]:
+    """Fig. A1: distribution of per-token RMS at every boundary of the final pre-grow and post-grow
+    checkpoints, with each boundary's kurtosis."""
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, len(final_reports), figsize=(3.6 * len(final_reports), 2.8), squeeze=False)
+        for ax, (run, report) in zip(axes[0], final_reports.items(), strict=True):
+            for b in report["boundaries"]:
+                values = b["per_token_rms"]
+                name = "embedding out" if b["boundary"] == 0 else f"after block {b['boundary'] - 1}"
+                ax.hist(values, bins=40, histtype="step", log=True,
+                        color=plt.cm.viridis(b["boundary"] / max(1, len(report["boundaries"]) - 1)),
+                        label=f"{name} (kurtosis {b['all']['kurtosis']:.1f})")
+            ax.set_xlabel("per-token RMS")
+            ax.set_ylabel("tokens (log)")
+            ax.set_title(f"{run}, step {report['global_step']}")
+            ax.legend(fontsize=6)
+        fig.tight_layout()
+        return save(fig, directory, "figA1_rms_distribution")
+
+
+def block_removal(removal: pd.DataFrame, directory: Path) -> list[Path]:
+    """Fig. A2: ΔCE and angular distance of removing each block, final checkpoints of the main runs."""
+    runs = ["pre-grow", "post-grow", "pre-joint", "post-joint"]
+    final = removal[removal["global_step"] == removal.groupby(["run", "seed"])["global_step"].transform("max")]
+    final = final[final["run"].isin(runs)]
+    blocks = sorted(final["block"].unique())
+    width = 0.8 / len(runs)
+    hatches = {"grow": "", "joint": "//"}
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, 2, figsize=(7.2, 2.8))
+        for ax, metric, label in ((axes[0], "delta_ce", "ΔCE when bypassed (nats)"),
+                                  (axes[1], "angular_distance", "angular distance (in → out)")):
+            for i, run in enumerate(runs):
+                stats = final[final["run"] == run].groupby("block")[metric].agg(["mean", "min", "max"])
+                stats = stats.reindex(blocks)
+                placement, curriculum = run.split("-", 1)
+                ax.bar([b + (i - 1.5) * width for b in blocks], stats["mean"], width,
+                       color=PLACEMENT_COLORS[placement], hatch=hatches[curriculum], edgecolor="white", label=run)
+            ax.set_xticks(blocks)
+            ax.set_xlabel("block")
+            ax.set_ylabel(label)
+        axes[0].legend(fontsize=7)
+        fig.suptitle("Block removal at the final checkpoint (diagnostic batch)")
+        fig.tight_layout()
+        return save(fig, directory, "figA2_block_removal")

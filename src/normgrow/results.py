@@ -41,3 +41,37 @@ def final_phases(phases: pd.DataFrame) -> pd.DataFrame:
     """The last phase of every (run, seed): the run's scheduled end point."""
     last = phases.groupby(["run", "seed"])["phase"].transform("max")
     return phases[phases["phase"] == last]
+
+
+def collect_transitions(phases: pd.DataFrame, train_logs: dict[tuple[str, int, int], Path]) -> pd.DataFrame:
+    """Table A4 rows: one per block-appending transition (a phase with more active blocks than the
+    phase before it) of every run and seed. `train_logs` maps (run, seed, phase) to its train.csv."""
+    from normgrow.transitions import transition_metrics
+
+    rows = []
+    for (run, seed), group in phases.sort_values("phase").groupby(["run", "seed"]):
+        group = group.set_index("phase")
+        for p in group.index[1:]:
+            if group.loc[p, "active_blocks"] <= group.loc[p - 1, "active_blocks"]:
+                continue
+            before = pd.read_csv(train_logs[(run, seed, p - 1)])["loss"].to_numpy()
+            after = pd.read_csv(train_logs[(run, seed, p)])["loss"].to_numpy()
+            rows.append({"run": run, "seed": seed, "phase": p, "placement": group.loc[p, "placement"],
+                         "transition_step": int(group.loc[p - 1, "global_step"]),
+                         **transition_metrics(before, after)})
+    return pd.DataFrame(rows)
+
+
+def collect_diagnostics(paths: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Boundary RMS statistics (one row per checkpoint × boundary × token set) and block removal
+    (one row per checkpoint × block) from the per-phase diagnostics files."""
+    rms_rows, removal_rows = [], []
+    reports = [r for path in map(Path, paths) for r in json.loads(path.read_text())["checkpoints"]]
+    for report in reports:
+        key = {k: report[k] for k in ("run", "seed", "phase", "global_step", "placement")}
+        for b in report["boundaries"]:
+            for tokens in ("all", "structural", "regular"):
+                rms_rows.append({**key, "boundary": b["boundary"], "tokens": tokens, **b[tokens]})
+        for block in report.get("blocks", []):
+            removal_rows.append({**key, **block})
+    return pd.DataFrame(rms_rows), pd.DataFrame(removal_rows)

@@ -7,6 +7,7 @@ paired by seed. The paper's own number, where it reports one, stands beside ours
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -15,6 +16,16 @@ import pandas as pd
 import yaml
 
 from normgrow.results import final_phases
+from normgrow.stats import mean_ci
+
+LATEX_REPLACEMENTS = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "_": "\\_", "#": "\\#",
+                      "Δ": "$\\Delta$", "±": "$\\pm$", "→": "$\\to$", "↓": "$\\downarrow$", "−": "$-$",
+                      "α": "$\\alpha$", "γ": "$\\gamma$", "τ": "$\\tau$", "×": "$\\times$", "·": "$\\cdot$",
+                      "≤": "$\\le$"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_REPLACEMENTS.get(ch, ch) for ch in str(text))
 
 
 def paper_reference() -> dict:
@@ -29,6 +40,7 @@ class Cell:
     values: pd.Series | None = None  # one value per seed, indexed by seed
     text: str | None = None
     paper: float | str | None = None
+    digits: int | None = None  # overrides the table's digits
 
 
 @dataclass
@@ -53,15 +65,18 @@ class Table:
         return pd.DataFrame(records)
 
     def format(self, c: Cell) -> str:
+        """Mean; with several seeds "mean ± std", or for differences "mean [95% CI]"."""
         if c.text is not None:
             return c.text
-        mean = c.values.mean()
+        d = self.digits if c.digits is None else c.digits
+        mean, low, high = mean_ci(c.values)
+        if math.isnan(mean):
+            return "not reached"
         if abs(mean) >= 1e5:
             return f"{mean:,.0f}"
-        out = f"{mean:+.{self.digits}f}" if c.row.startswith(("Δ", "Interaction")) else f"{mean:.{self.digits}f}"
-        if len(c.values) > 1:
-            out += f" ± {c.values.std(ddof=1):.{self.digits}f}"
-        return out
+        if is_difference(c.row):
+            return f"{mean:+.{d}f}" + (f" [{low:+.{d}f}, {high:+.{d}f}]" if len(c.values) > 1 else "")
+        return f"{mean:.{d}f}" + (f" ± {c.values.std(ddof=1):.{d}f}" if len(c.values) > 1 else "")
 
     def display(self) -> pd.DataFrame:
         """Wide form: one column per measured column, followed by the paper's columns."""
@@ -76,7 +91,7 @@ class Table:
             wide.loc[c.row, c.column] = self.format(c)
             if c.paper is not None:
                 wide.loc[c.row, f"{c.column} (paper)"] = (
-                    c.paper if isinstance(c.paper, str) else f"{c.paper:+.4f}" if c.row.startswith(("Δ", "Interaction"))
+                    c.paper if isinstance(c.paper, str) else f"{c.paper:+.{self.digits}f}" if is_difference(c.row)
                     else f"{c.paper:.{self.digits}f}" if isinstance(c.paper, float) else str(c.paper))
         ordered = [x for col in columns for x in (col, f"{col} (paper)") if x in wide.columns]
         wide = wide[ordered]
@@ -86,19 +101,42 @@ class Table:
     def markdown(self) -> str:
         return f"**{self.title}**\n\n" + self.display().to_markdown(disable_numparse=True) + "\n"
 
-    def write(self, directory: Path) -> None:
+    def latex(self) -> str:
+        """A booktabs table."""
+        wide = self.display()
+        lines = ["\\begin{table}[t]", "\\centering", f"\\caption{{{latex_escape(self.title)}}}",
+                 f"\\label{{tab:{self.name}}}", "\\begin{tabular}{l" + "r" * len(wide.columns) + "}",
+                 "\\toprule", " & ".join([""] + [latex_escape(c) for c in wide.columns]) + " \\\\", "\\midrule"]
+        for row, values in wide.iterrows():
+            lines.append(" & ".join([latex_escape(row)] + [latex_escape(v) for v in values]) + " \\\\")
+        lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+        return "\n".join(lines)
+
+    def write(self, directory: Path) -> list[Path]:
         directory.mkdir(parents=True, exist_ok=True)
-        self.frame().to_csv(directory / f"{self.name}.csv", index=False)
-        (directory / f"{self.name}.md").write_text(self.markdown())
+        paths = [directory / f"{self.name}.{ext}" for ext in ("csv", "md", "tex")]
+        self.frame().to_csv(paths[0], index=False)
+        paths[1].write_text(self.markdown())
+        paths[2].write_text(self.latex())
+        return paths
+
+
+def is_difference(row: str) -> bool:
+    """Rows of paired differences (Δ, interaction), shown with a sign and a 95% interval."""
+    return row.startswith(("Δ", "Interaction"))
 
 
 class Results:
-    """Per-seed access to the collected phase results."""
+    """Per-seed access to the collected results of one workflow run."""
 
-    def __init__(self, phases: pd.DataFrame):
+    def __init__(self, phases: pd.DataFrame, transitions: pd.DataFrame | None = None,
+                 removal: pd.DataFrame | None = None, config: dict | None = None):
         self.phases = phases
         self.final = final_phases(phases)
         self.runs = set(phases["run"])
+        self.transitions = pd.DataFrame() if transitions is None else transitions
+        self.removal = pd.DataFrame() if removal is None else removal
+        self.config = config or {}
 
     def has(self, *runs: str) -> bool:
         return all(r in self.runs for r in runs)
@@ -188,9 +226,74 @@ def tableA3(r: Results, ref: dict) -> Table | None:
     return t
 
 
-BUILDERS = (table1, table2, table3, tableA2, tableA3)
+MAIN_RUNS = ("pre-grow", "post-grow", "pre-joint", "post-joint")
 
 
-def build_tables(phases: pd.DataFrame) -> list[Table]:
-    results, ref = Results(phases), paper_reference()
+def table4(r: Results, ref: dict) -> Table | None:
+    """Block removal at each main run's final checkpoint: ΔCE and angular distance per block."""
+    if r.removal.empty or not r.has(*MAIN_RUNS):
+        return None
+    t = Table("table4", "Table 4: block removal at the final checkpoint (diagnostic batch)", digits=3)
+    removal = r.removal[r.removal["global_step"] == r.removal.groupby(["run", "seed"])["global_step"]
+                        .transform("max")]
+    for run in MAIN_RUNS:
+        rows = removal[removal["run"] == run]
+        for block in sorted(rows["block"].unique()):
+            values = rows[rows["block"] == block].set_index("seed").sort_index()
+            paper = ref["table4"][run][block] if block < len(ref["table4"][run]) else (None, None)
+            t.add(f"{run} · block {block}", "ΔCE", values["delta_ce"], paper[0])
+            t.add(f"{run} · block {block}", "angular distance", values["angular_distance"], paper[1])
+    return t
+
+
+def tableA1(r: Results, ref: dict) -> Table | None:
+    """Hyper-parameters of the configuration actually run, beside the paper's."""
+    c = r.config
+    if not c:
+        return None
+    tr, data, obj = c["train"], c["data"], c["objective"]
+    ours = {
+        "teacher": c["teacher"]["name"] or "Qwen3 pretrained by the workflow (teacher.pretrain)",
+        "blocks K × layers per block L": f"{c['student']['blocks']} × {c['student']['layers_per_block']}",
+        "global batch (documents)": tr["batch_size"], "max sequence length": data["max_length"],
+        "steps per phase": tr["phase_steps"], "peak LR": tr["lr"], "min LR": tr["min_lr"],
+        "warm-up (fraction of phase)": tr["warmup_fraction"], "AdamW β": tuple(tr["betas"]), "AdamW ε": tr["eps"],
+        "weight decay": tr["weight_decay"], "gradient clip (global L2)": tr["grad_clip"],
+        "α (KD weight)": obj["alpha"], "γ (CE weight)": obj["gamma"], "τ (temperature)": obj["temperature"],
+        "eval every (steps)": tr["eval_every"], "validation documents": data["valid_docs"],
+        "diagnostic documents": data["diag_docs"], "teacher precision": c["teacher"]["dtype"],
+        "seeds": ", ".join(map(str, c["seeds"])),
+    }
+    t = Table("tableA1", "Table A1: hyper-parameters")
+    for key, value in ours.items():
+        t.add(key, "value", text=str(value), paper=str(ref["tableA1"].get(key, "")))
+    return t
+
+
+def tableA4(r: Results, ref: dict) -> Table | None:
+    """Transition-aligned training loss of the grow runs at each block-appending step."""
+    if r.transitions.empty or not r.has("pre-grow", "post-grow"):
+        return None
+    t = Table("tableA4", "Table A4: training loss at block-appending transitions (grow)")
+    rows = r.transitions[r.transitions["run"].isin(["pre-grow", "post-grow"])]
+    paper_keys = {1: "50k", 2: "100k"}
+    for phase in sorted(rows["phase"].unique()):
+        for i, placement in enumerate(("pre", "post")):
+            values = rows[(rows["phase"] == phase) & (rows["placement"] == placement)].set_index("seed").sort_index()
+            step = int(values["transition_step"].iloc[0])
+            label = f"phase {phase} (step {step}) · {placement}"
+            paper = ref["tableA4"].get(paper_keys.get(phase), {})
+            for metric, col in (("jump", "jump"), ("auc_1k", "AUC 2%"), ("auc_5k", "AUC 10%")):
+                t.add(label, col, values[metric], paper[metric][i] if paper else None)
+            recovery = values["recovery_paper_steps"].astype(float)
+            t.cells.append(Cell(label, "recovery (paper-equiv. steps)", recovery,
+                                paper=paper["recovery"][i] if paper else None, digits=0))
+    return t
+
+
+BUILDERS = (table1, table2, table3, table4, tableA1, tableA2, tableA3, tableA4)
+
+
+def build_tables(results: Results) -> list[Table]:
+    ref = paper_reference()
     return [t for t in (build(results, ref) for build in BUILDERS) if t is not None]

@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from normgrow.checkpoint import atomic_write, load_student, read_json, save_student, write_json
+from normgrow.config import snapshot_steps
 from normgrow.data import DataState, DocumentIterator, TokenStore, fixed_batches, phase_start_state
 from normgrow.evaluate import evaluate_student
 from normgrow.forward import causal_lm_logits, positions_and_labels, student_logits
@@ -97,6 +98,8 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
     train_rows, eval_rows = [], []
     params = [q for q in student.parameters() if q.requires_grad]
     label = f"{spec['run']} seed {seed} phase {p}"
+    snapshots = set(snapshot_steps(phase["steps"], spec["snapshots"]))
+    (out / "snapshots").mkdir(exist_ok=True)
     progress = tqdm(range(1, phase["steps"] + 1), desc=label, mininterval=5, file=log)
     for t in progress:
         lr = phase_lr(phase, t, train)
@@ -119,9 +122,11 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
         counters["active_layer_tokens"] += batch.tokens * layers
         global_step = before["global_step"] + t
         train_rows.append({"step": t, "global_step": global_step, "loss": loss,
-                           "ce": float(terms["ce"]), "kd": float(terms["kd"]), "lr": lr,
+                           "ce": float(terms["ce"].detach()), "kd": float(terms["kd"].detach()), "lr": lr,
                            "grad_norm": grad_norm, "tokens": batch.tokens})
         progress.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
+        if t in snapshots and t < phase["steps"]:
+            save_student(student, out / "snapshots" / f"step{global_step}.safetensors")
         if t % train["eval_every"] == 0 or t == phase["steps"]:
             metrics = evaluate_student(student, teacher, valid, objective)
             eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"],
@@ -138,6 +143,10 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
         "final_eval": eval_rows[-1], "wall_seconds": time.time() - start_time,
     }
     save_student(student, out / "student.safetensors")
+    if phase["steps"] in snapshots:  # the phase end is a snapshot too: a hard link, no copy
+        link = out / "snapshots" / f"step{state['global_step']}.safetensors"
+        link.unlink(missing_ok=True)
+        link.hardlink_to(out / "student.safetensors")
     write_csv(out / "train.csv", train_rows)
     write_csv(out / "eval.csv", eval_rows)
     write_json(out / "state.json", state)

@@ -1,5 +1,11 @@
 # Helpers shared by all rule files (config validation, run/seed lists, input functions).
-from normgrow.config import phase_spec, run_phases, train_docs_required, validate_config
+from normgrow.config import (
+    phase_spec,
+    run_checkpoints,
+    run_phases,
+    train_docs_required,
+    validate_config,
+)
 
 validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
 
@@ -43,6 +49,21 @@ def all_phase_outputs(name="state.json"):
     return [
         f"{PHASE_DIR.format(run=run, seed=seed, phase=p)}/{name}"
         for run in RUNS
+        for seed in SEEDS
+        for p in range(len(run_phases(config, run)))
+    ]
+
+
+def phase_checkpoint_steps(wildcards):
+    """Global steps of the checkpoints that phase `wildcards.phase` of the run saved."""
+    return [step for phase, step in run_checkpoints(config, wildcards.run) if phase == int(wildcards.phase)]
+
+
+def all_diagnostics():
+    """One diagnostics report per phase (all its checkpoints) of every diagnosed run and seed."""
+    return [
+        f"results/diagnostics/{run}/seed{seed}/phase{p}.json"
+        for run in config["diagnostics"]["runs"]
         for seed in SEEDS
         for p in range(len(run_phases(config, run)))
     ]

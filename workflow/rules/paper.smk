@@ -2,9 +2,14 @@ rule collect_metrics:
     input:
         states=all_phase_outputs("state.json"),
         evals=all_phase_outputs("eval.csv"),
+        train=all_phase_outputs("train.csv"),
+        diagnostics=all_diagnostics(),
     output:
         evals="results/metrics/evals.csv",
         phases="results/metrics/phases.csv",
+        transitions="results/metrics/transitions.csv",
+        boundary_rms="results/metrics/boundary_rms.csv",
+        block_removal="results/metrics/block_removal.csv",
     log:
         "logs/paper/collect_metrics.log",
     conda:
@@ -17,8 +22,12 @@ rule paper:
     input:
         evals="results/metrics/evals.csv",
         phases="results/metrics/phases.csv",
+        transitions="results/metrics/transitions.csv",
+        boundary_rms="results/metrics/boundary_rms.csv",
+        block_removal="results/metrics/block_removal.csv",
+        diagnostics=all_diagnostics(),
         teacher_check="results/teacher/check.json",
-        manifest="results/data/tokens",
+        tokens="results/data/tokens",
     output:
         directory("results/paper"),
     params:

@@ -9,6 +9,7 @@ rule train_phase:
         state="results/runs/{run}/seed{seed}/phase{phase}/state.json",
         train="results/runs/{run}/seed{seed}/phase{phase}/train.csv",
         eval="results/runs/{run}/seed{seed}/phase{phase}/eval.csv",
+        snapshots=directory("results/runs/{run}/seed{seed}/phase{phase}/snapshots"),
     params:
         spec=lambda wildcards: phase_spec(config, wildcards.run, wildcards.seed, wildcards.phase),
         teacher=teacher_param,

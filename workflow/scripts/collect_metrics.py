@@ -1,10 +1,23 @@
-"""Gather all phases' evaluations and states into results/metrics/{evals,phases}.csv."""
+"""Gather every phase's evaluations, states and training losses, and every checkpoint's
+diagnostics, into tidy tables under results/metrics/."""
+
+import json
+from pathlib import Path
 
 from normgrow.logs import job_log
-from normgrow.results import collect
+from normgrow.results import collect, collect_diagnostics, collect_transitions
 
 with job_log(snakemake.log[0]):
+    out = snakemake.output
     evals, phases = collect(snakemake.input.states)
-    evals.to_csv(snakemake.output.evals, index=False)
-    phases.to_csv(snakemake.output.phases, index=False)
-    print(f"{len(phases)} phases, {len(evals)} evaluations")
+    train_logs = {}
+    for path in map(Path, snakemake.input.states):
+        state = json.loads(path.read_text())
+        train_logs[(state["run"], state["seed"], state["phase"])] = path.parent / "train.csv"
+    transitions = collect_transitions(phases, train_logs)
+    rms, removal = collect_diagnostics(snakemake.input.diagnostics)
+    for frame, path in ((evals, out.evals), (phases, out.phases), (transitions, out.transitions),
+                        (rms, out.boundary_rms), (removal, out.block_removal)):
+        frame.to_csv(path, index=False)
+    print(f"{len(phases)} phases, {len(evals)} evaluations, {len(transitions)} transitions, "
+          f"{len(removal)} block-removal rows")

@@ -14,7 +14,8 @@ with job_log(snakemake.log[0]):
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(snakemake.input.tokenizer)
     boundary = boundary_id(tokenizer, data["boundary_token"])
-    meta = {"boundary_id": boundary, "tokenizer_size": len(tokenizer), "max_length": data["max_length"],
+    meta = {"boundary_id": boundary, "special_ids": sorted(set(tokenizer.all_special_ids)),
+            "tokenizer_size": len(tokenizer), "max_length": data["max_length"],
             "corpus": json.loads(Path(snakemake.input.manifest).read_text()), "splits": {}}
     for path in snakemake.input.corpus:
         split = Path(path).stem

@@ -1,0 +1,90 @@
+"""Boundary-scale diagnostics on the fixed diagnostic batch (paper §Boundary-Scale Diagnostics,
+App. B.2). Every statistic is over real tokens only: padding never enters.
+
+Definitions (h is the residual stream, a (B, T, H) tensor; "real" = attention_mask == 1):
+- per-token RMS: rms(h_{b,t}) = sqrt(mean_k h_{b,t,k}²), one value per real token;
+- boundary b: the stream entering block 0 (b = 0, after N_entry for post-norm) and leaving block
+  b−1 (b = 1..active blocks; for pre-norm before N_final);
+- RMS statistics of a set of tokens: mean, standard deviation across tokens (population, ddof 0),
+  max, and Pearson kurtosis E[(x−μ)⁴]/σ⁴ (3 for a normal distribution);
+- structural tokens: special tokens (the document-boundary token and any other special id) and the
+  first position of every sequence; regular tokens: all other real tokens;
+- block removal of block l: ΔCE_l = CE(block l bypassed) − CE(full), next-token CE over the batch's
+  loss positions; angular distance_l = mean over real tokens of arccos(cos(h_in, h_out))/π, where
+  h_in / h_out are the streams entering / leaving block l in the full forward pass.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from normgrow.data import Batch
+from normgrow.forward import positions_and_labels
+
+
+def per_token_rms(h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """RMS over the hidden dimension at every real token, flattened in (B, T) order."""
+    return h.float().pow(2).mean(-1).sqrt()[attention_mask.bool()]
+
+
+def kurtosis(x: torch.Tensor) -> float:
+    """Pearson kurtosis E[(x−μ)⁴]/σ⁴ with population moments (3 for a normal distribution)."""
+    x = x.double()
+    centred = x - x.mean()
+    var = centred.pow(2).mean()
+    return float(centred.pow(4).mean() / var.pow(2)) if var > 0 else math.nan
+
+
+def rms_stats(values: torch.Tensor) -> dict[str, float]:
+    if values.numel() == 0:
+        return {"mean": math.nan, "std": math.nan, "max": math.nan, "kurtosis": math.nan, "count": 0}
+    return {"mean": float(values.mean()), "std": float(values.std(unbiased=False)), "max": float(values.max()),
+            "kurtosis": kurtosis(values), "count": int(values.numel())}
+
+
+def structural_mask(batch: Batch, special_ids: list[int]) -> torch.Tensor:
+    """(B, T) mask of structural tokens: special ids and the first position, real tokens only."""
+    special = torch.isin(batch.input_ids, torch.tensor(special_ids, dtype=batch.input_ids.dtype))
+    first = torch.zeros_like(special)
+    first[:, 0] = True
+    return (special | first) & batch.attention_mask.bool()
+
+
+def angular_distance(h_in: torch.Tensor, h_out: torch.Tensor, attention_mask: torch.Tensor) -> float:
+    """Mean over real tokens of arccos(cos(h_in, h_out))/π (0 = same direction, 1 = opposite)."""
+    real = attention_mask.bool()
+    cos = torch.nn.functional.cosine_similarity(h_in.double()[real], h_out.double()[real], dim=-1)
+    return float((torch.arccos(cos.clamp(-1.0, 1.0)) / math.pi).mean())
+
+
+def next_token_ce(student, batch: Batch, skip_block: int | None = None) -> float:
+    positions, labels = positions_and_labels(batch)
+    hidden = student(batch.input_ids, batch.attention_mask, skip_block=skip_block)
+    logits = student.lm_head(hidden[positions]).float()
+    return float(torch.nn.functional.cross_entropy(logits, labels))
+
+
+@torch.inference_mode()
+def diagnose(student, batch: Batch, special_ids: list[int], removal: bool = True) -> dict:
+    """All checkpoint-level diagnostics of `student` (at its active depth) on one batch."""
+    student.eval()
+    streams: list[torch.Tensor] = []
+    student(batch.input_ids, batch.attention_mask, boundaries=streams)
+    structural = structural_mask(batch, special_ids)[batch.attention_mask.bool()]
+    boundaries = []
+    for b, h in enumerate(streams):
+        rms = per_token_rms(h, batch.attention_mask)
+        boundaries.append({"boundary": b, "all": rms_stats(rms), "structural": rms_stats(rms[structural]),
+                           "regular": rms_stats(rms[~structural]), "per_token_rms": rms.tolist()})
+    report = {"active_blocks": student.active_blocks, "boundaries": boundaries,
+              "structural_tokens": int(structural.sum()), "real_tokens": int(structural.numel())}
+    if removal:
+        full = next_token_ce(student, batch)
+        report["ce_full"] = full
+        report["blocks"] = [
+            {"block": block, "delta_ce": next_token_ce(student, batch, skip_block=block) - full,
+             "angular_distance": angular_distance(streams[block], streams[block + 1], batch.attention_mask)}
+            for block in range(student.active_blocks)]
+    return report

@@ -1,0 +1,121 @@
+"""The distillation objective (SPEC §2) and its loss positions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from normgrow.data import collate
+from normgrow.forward import causal_lm_logits, positions_and_labels, student_logits
+from normgrow.objective import Objective, loss_positions, next_token_labels
+from normgrow.student import BlockStackStudent
+
+
+def reference_terms(student: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor,
+                    alpha: float, gamma: float, tau: float) -> dict[str, float]:
+    """Position by position, in float64, straight from the formula."""
+    kd_sum = ce_sum = 0.0
+    n = student.shape[0]
+    for i in range(n):
+        s, t = student[i].double(), teacher[i].double()
+        p_t = torch.softmax(t / tau, -1)
+        kd_sum += float((p_t * (torch.log(p_t) - torch.log_softmax(s / tau, -1))).sum())
+        ce_sum += float(-torch.log_softmax(s, -1)[labels[i]])
+    kd, ce = kd_sum / n, ce_sum / n
+    return {"kd": kd, "ce": ce, "total": alpha * tau**2 * kd + gamma * ce}
+
+
+@pytest.mark.parametrize("tau", [1.0, 2.0])
+def test_objective_matches_reference(tau):
+    generator = torch.Generator().manual_seed(0)
+    student = torch.randn(11, 17, generator=generator) * 3
+    teacher = torch.randn(11, 17, generator=generator) * 3
+    labels = torch.randint(0, 17, (11,), generator=generator)
+    objective = Objective(alpha=0.4, gamma=1.3, temperature=tau)
+    got = objective(student, teacher, labels)
+    want = reference_terms(student, teacher, labels, 0.4, 1.3, tau)
+    for key in ("total", "ce", "kd"):
+        assert float(got[key]) == pytest.approx(want[key], rel=1e-5, abs=1e-6), key
+
+
+def test_objective_defaults_are_the_papers():
+    assert Objective() == Objective(alpha=0.7, gamma=0.3, temperature=1.0)
+
+
+def test_kd_of_identical_logits_is_zero():
+    logits = torch.randn(5, 9, generator=torch.Generator().manual_seed(1))
+    labels = torch.tensor([0, 1, 2, 3, 4])
+    terms = Objective()(logits, logits.clone(), labels)
+    assert float(terms["kd"]) == pytest.approx(0.0, abs=1e-6)
+    assert float(terms["total"]) == pytest.approx(0.3 * float(terms["ce"]), rel=1e-6)
+    assert float(terms["kd"]) >= 0
+
+
+def test_kd_direction_is_teacher_to_student():
+    """KL(q_teacher ‖ q_student), not the reverse."""
+    student = torch.tensor([[2.0, 0.0, -1.0]])
+    teacher = torch.tensor([[0.0, 3.0, 0.0]])
+    p_s, p_t = torch.softmax(student, -1), torch.softmax(teacher, -1)
+    forward = float((p_t * (p_t.log() - p_s.log())).sum())
+    reverse = float((p_s * (p_s.log() - p_t.log())).sum())
+    assert abs(forward - reverse) > 0.1
+    kd = float(Objective()(student, teacher, torch.tensor([0]))["kd"])
+    assert kd == pytest.approx(forward, rel=1e-5)
+
+
+def test_loss_positions_right_padded():
+    lengths = [5, 3, 1, 6]
+    mask = torch.zeros(4, 6, dtype=torch.long)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+    positions = loss_positions(mask)
+    assert positions.dtype == torch.bool
+    for row, n in enumerate(lengths):
+        expected = [t < n - 1 for t in range(6)]
+        assert positions[row].tolist() == expected
+    assert not positions[:, -1].any()
+
+
+def test_next_token_labels():
+    ids = torch.tensor([[10, 11, 12, 13], [20, 21, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    positions = loss_positions(mask)
+    assert next_token_labels(ids, positions).tolist() == [11, 12, 13, 21]
+
+
+def test_padding_is_excluded_from_the_loss(teacher):
+    """A padded batch's loss equals the token-weighted mean of per-document unpadded losses, and
+    does not depend on the padding token id."""
+    student = BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0).eval()
+    rng = np.random.default_rng(4)
+    docs = [rng.integers(1, 64, size=n) for n in (9, 2, 6, 4)]
+    objective = Objective(alpha=0.6, gamma=0.5, temperature=2.0)
+
+    def loss(batch):
+        positions, labels = positions_and_labels(batch)
+        with torch.no_grad():
+            return objective(student_logits(student, batch, positions),
+                             causal_lm_logits(teacher, batch, positions), labels)
+
+    padded = {k: float(v) for k, v in loss(collate(docs, pad_id=0)).items()}
+    sums = dict.fromkeys(("total", "ce", "kd"), 0.0)
+    count = 0
+    for doc in docs:
+        ids = torch.from_numpy(doc).long().unsqueeze(0)
+        with torch.no_grad():
+            s = student.lm_head(student(ids, torch.ones_like(ids)))[0, :-1]
+            t = teacher(input_ids=ids).logits[0, :-1]
+        terms = reference_terms(s, t, ids[0, 1:], 0.6, 0.5, 2.0)
+        for key in sums:
+            sums[key] += terms[key] * (len(doc) - 1)
+        count += len(doc) - 1
+    for key in sums:
+        assert padded[key] == pytest.approx(sums[key] / count, rel=1e-5, abs=1e-6), key
+
+    other = {k: float(v) for k, v in loss(collate(docs, pad_id=17)).items()}
+    for key in padded:
+        assert other[key] == pytest.approx(padded[key], rel=1e-6, abs=1e-7), key
+    assert math.isfinite(padded["total"])

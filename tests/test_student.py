@@ -1,0 +1,306 @@
+"""The block-stack student against SPEC §1: placement equations, parameter counts, causality,
+frozen embedding, paired initialisation and trainability."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import make_teacher
+
+from normgrow.data import collate
+from normgrow.forward import causal_lm_logits, positions_and_labels, student_logits
+from normgrow.objective import Objective
+from normgrow.placement import PLACEMENTS, PostNormLayer, PreNormLayer, layer_class
+from normgrow.student import BlockStackStudent, count_parameters
+from normgrow.trainer import build_optimizer
+
+PLACEMENT_NAMES = ["pre", "post"]
+TRAIN = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0}
+
+
+# ---------------------------------------------------------------- an independent reference
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def reference_attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, eps: float) -> torch.Tensor:
+    """Causal GQA attention with q/k RMSNorm and RoPE, written out from the weights."""
+    batch, length, _ = x.shape
+    d = attn.head_dim
+    q = attn.q_proj(x).view(batch, length, -1, d)
+    k = attn.k_proj(x).view(batch, length, -1, d)
+    v = attn.v_proj(x).view(batch, length, -1, d).transpose(1, 2)
+    q = rms_norm(q, attn.q_norm.weight, eps).transpose(1, 2)
+    k = rms_norm(k, attn.k_norm.weight, eps).transpose(1, 2)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    q = q * cos + rotate_half(q) * sin
+    k = k * cos + rotate_half(k) * sin
+    groups = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(groups, dim=1)
+    v = v.repeat_interleave(groups, dim=1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(d)
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    out = scores.softmax(-1) @ v
+    return attn.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+
+def reference_mlp(mlp, x: torch.Tensor) -> torch.Tensor:
+    return mlp.down_proj(F.silu(mlp.gate_proj(x)) * mlp.up_proj(x))
+
+
+def reference_forward(student: BlockStackStudent, input_ids: torch.Tensor, active: int,
+                      skip: int | None = None) -> torch.Tensor:
+    """SPEC §1's equations for an unpadded batch."""
+    eps = student.config.rms_norm_eps
+    position_ids = torch.arange(input_ids.shape[1]).unsqueeze(0)
+    h = student.embed_tokens.weight[input_ids]
+    cos, sin = student.rotary_emb(h, position_ids)
+    if student.placement == "post":
+        h = rms_norm(h, student.boundary_norm.weight, eps)  # N_entry
+    for b in range(active):
+        if b == skip:
+            continue
+        for layer in student.blocks[b]:
+            n_a, n_m = layer.attn_layernorm.weight, layer.mlp_layernorm.weight
+            if student.placement == "pre":
+                h = h + reference_attention(layer.self_attn, rms_norm(h, n_a, eps), cos, sin, eps)
+                h = h + reference_mlp(layer.mlp, rms_norm(h, n_m, eps))
+            else:
+                u = h + reference_attention(layer.self_attn, h, cos, sin, eps)
+                h = rms_norm(u, n_a, eps)
+                v = h + reference_mlp(layer.mlp, h)
+                h = rms_norm(v, n_m, eps)
+    if student.placement == "pre":
+        h = rms_norm(h, student.boundary_norm.weight, eps)  # N_final
+    return h
+
+
+def perturb_(student: BlockStackStudent, seed: int = 1) -> None:
+    """Give every norm a non-trivial weight, so a swapped or missing norm shows."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in student.named_parameters():
+            if name.endswith("norm.weight"):
+                param.copy_(0.5 + torch.rand(param.shape, generator=generator))
+
+
+def make_student(teacher, placement: str, blocks: int = 2, layers: int = 1, seed: int = 0):
+    return BlockStackStudent.from_teacher(teacher, placement, blocks, layers, seed=seed).eval()
+
+
+def random_ids(batch: int, length: int, seed: int = 0, vocab: int = 64) -> torch.Tensor:
+    return torch.randint(1, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------- equations
+@pytest.mark.parametrize("placement", PLACEMENT_NAMES)
+@pytest.mark.parametrize("active", [1, 2])
+def test_forward_matches_reference_equations(teacher, placement, active):
+    student = make_student(teacher, placement)
+    perturb_(student)
+    student.active_blocks = active
+    ids = random_ids(2, 9)
+    with torch.no_grad():
+        got = student(ids, torch.ones_like(ids))
+        want = reference_forward(student, ids, active)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("placement", PLACEMENT_NAMES)
+def test_forward_is_not_the_other_placement(teacher, placement):
+    """The reference check above is not vacuous: the two placements give different outputs."""
+    student = make_student(teacher, placement)
+    perturb_(student)
+    other = "post" if placement == "pre" else "pre"
+    ids = random_ids(2, 9)
+    with torch.no_grad():
+        got = student(ids, torch.ones_like(ids))
+        student.placement = other
+        wrong = reference_forward(student, ids, 2)
+    assert not torch.allclose(got, wrong, atol=1e-3)
+
+
+@pytest.mark.parametrize("placement", PLACEMENT_NAMES)
+def test_two_layers_per_block_and_skip_block(teacher, placement):
+    student = make_student(teacher, placement, blocks=3, layers=2)
+    perturb_(student)
+    ids = random_ids(2, 7, seed=3)
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        torch.testing.assert_close(student(ids, mask), reference_forward(student, ids, 3),
+                                   rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(student(ids, mask, skip_block=1),
+                                   reference_forward(student, ids, 3, skip=1), rtol=1e-5, atol=1e-5)
+        boundaries: list = []
+        student.active_blocks = 2
+        student(ids, mask, boundaries=boundaries)
+    assert len(boundaries) == 3  # entering block 0, leaving blocks 0 and 1
+
+
+def test_layer_classes_and_boundary(teacher):
+    assert set(PLACEMENTS) == {"pre", "post"}
+    assert layer_class("pre") is PreNormLayer and layer_class("post") is PostNormLayer
+    assert make_student(teacher, "pre").boundary == "final"
+    assert make_student(teacher, "post").boundary == "entry"
+
+
+def test_unknown_placement_raises(teacher):
+    with pytest.raises(ValueError, match="registered placements") as info:
+        BlockStackStudent.from_teacher(teacher, "sandwich", 2, 1, seed=0)
+    assert "sandwich" in str(info.value)
+    for name in PLACEMENTS:
+        assert name in str(info.value)
+
+
+# ---------------------------------------------------------------- parameter counts
+def test_pre_and_post_have_identical_parameter_counts(teacher):
+    pre, post = make_student(teacher, "pre", 3, 2), make_student(teacher, "post", 3, 2)
+    assert count_parameters(pre) == count_parameters(post)
+    config = pre.config
+    h, v, i = config.hidden_size, config.vocab_size, config.intermediate_size
+    d, nh, nkv = config.head_dim, config.num_attention_heads, config.num_key_value_heads
+    per_layer = h * nh * d + 2 * h * nkv * d + nh * d * h + 2 * d + 3 * h * i + 2 * h
+    assert count_parameters(pre) == 2 * v * h + h + 6 * per_layer
+    # exactly one boundary norm and two norms per layer
+    norms = [n for n, _ in pre.named_parameters() if n.endswith("layernorm.weight")]
+    assert len(norms) == 2 * 6
+    for blocks in ([0, 1, 2], [2], [1]):
+        pre.set_trainable(blocks)
+        post.set_trainable(blocks)
+        assert count_parameters(pre, trainable_only=True) == count_parameters(post, trainable_only=True)
+    # the trainable count: one block + boundary norm + head (embedding frozen)
+    assert count_parameters(pre, trainable_only=True) == 2 * per_layer + h + v * h
+
+
+# ---------------------------------------------------------------- causality and padding
+@pytest.mark.parametrize("placement", PLACEMENT_NAMES)
+def test_causal(teacher, placement):
+    student = make_student(teacher, placement)
+    ids = random_ids(2, 10)
+    changed = ids.clone()
+    changed[:, 6:] = (changed[:, 6:] + 7) % 63 + 1
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        a, b = student(ids, mask), student(changed, mask)
+    torch.testing.assert_close(a[:, :6], b[:, :6], rtol=0, atol=1e-6)
+    assert not torch.allclose(a[:, 6:], b[:, 6:], atol=1e-4)
+
+
+@pytest.mark.parametrize("placement", PLACEMENT_NAMES)
+def test_right_padding_is_invisible_to_real_positions(teacher, placement):
+    student = make_student(teacher, placement)
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(1, 64, size=n) for n in (10, 4, 7)]
+    batch = collate(docs, pad_id=0)
+    other = collate(docs, pad_id=5)
+    real = batch.attention_mask.bool()
+    with torch.no_grad():
+        a = student(batch.input_ids, batch.attention_mask)
+        b = student(other.input_ids, other.attention_mask)
+        torch.testing.assert_close(a[real], b[real], rtol=0, atol=1e-6)
+        for row, doc in enumerate(docs):
+            ids = torch.from_numpy(doc).long().unsqueeze(0)
+            alone = student(ids, torch.ones_like(ids))[0]
+            torch.testing.assert_close(a[row, : len(doc)], alone, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- training path
+@pytest.mark.parametrize("placement", PLACEMENT_NAMES)
+def test_frozen_embedding_trained_head_and_teacher_copies(teacher, placement):
+    student = BlockStackStudent.from_teacher(teacher, placement, 2, 1, seed=0)
+    assert torch.equal(student.embed_tokens.weight, teacher.get_input_embeddings().weight)
+    assert torch.equal(student.lm_head.weight, teacher.get_output_embeddings().weight)
+    assert torch.equal(student.boundary_norm.weight, teacher.model.norm.weight)
+    assert not torch.equal(teacher.model.norm.weight, torch.ones_like(teacher.model.norm.weight))
+
+    student.set_trainable([0, 1])
+    student.train()
+    optimizer = build_optimizer(student, TRAIN)
+    embedding = student.embed_tokens.weight.detach().clone()
+    head = student.lm_head.weight.detach().clone()
+    norm = student.boundary_norm.weight.detach().clone()
+    rng = np.random.default_rng(1)
+    batch = collate([rng.integers(1, 64, size=n) for n in (8, 5, 3)], pad_id=0)
+    positions, labels = positions_and_labels(batch)
+    with torch.no_grad():
+        teacher_logits = causal_lm_logits(teacher, batch, positions)
+    loss = Objective()(student_logits(student, batch, positions), teacher_logits, labels)["total"]
+    loss.backward()
+    assert student.embed_tokens.weight.grad is None
+    assert student.lm_head.weight.grad is not None and student.lm_head.weight.grad.abs().sum() > 0
+    optimizer.step()
+    assert torch.equal(student.embed_tokens.weight, embedding)
+    assert not torch.equal(student.lm_head.weight, head)
+    assert not torch.equal(student.boundary_norm.weight, norm)
+
+
+# ---------------------------------------------------------------- paired initialisation
+def test_paired_initialisation(teacher):
+    pre = make_student(teacher, "pre", 3, 2, seed=7)
+    post = make_student(teacher, "post", 3, 2, seed=7)
+    pre_state, post_state = pre.state_dict(), post.state_dict()
+    assert pre_state.keys() == post_state.keys()
+    for key in pre_state:
+        assert torch.equal(pre_state[key], post_state[key]), key
+    other = make_student(teacher, "pre", 3, 2, seed=8).blocks.state_dict()
+    block_state = pre.blocks.state_dict()
+    differs = [k for k in block_state if not torch.equal(block_state[k], other[k])]
+    assert differs and all("norm" not in k for k in differs)
+    assert {k for k in block_state if "proj" in k} <= set(differs)
+    # every block is its own draw (not a copy of block 0)
+    assert not torch.equal(block_state["0.0.mlp.up_proj.weight"], block_state["1.0.mlp.up_proj.weight"])
+
+
+def test_initialisation_scheme(teacher):
+    student = make_student(teacher, "pre", 3, 2, seed=0)
+    std = student.config.initializer_range
+    weights = []
+    for name, param in student.blocks.named_parameters():
+        if name.endswith("norm.weight"):
+            assert torch.equal(param, torch.ones_like(param)), name
+        else:
+            weights.append(param.detach().flatten())
+    values = torch.cat(weights)
+    assert abs(float(values.mean())) < 0.05 * std
+    assert abs(float(values.std()) - std) < 0.05 * std
+
+
+def test_construction_does_not_depend_on_curriculum(teacher):
+    """The joint run's phase-0 start equals the grow run's: active blocks and trainability only
+    select, they never change weights."""
+    joint = make_student(teacher, "post", 3, 1, seed=3)
+    grow = make_student(teacher, "post", 3, 1, seed=3)
+    joint.active_blocks = 3
+    joint.set_trainable([0, 1, 2])
+    grow.active_blocks = 1
+    grow.set_trainable([0])
+    a, b = joint.state_dict(), grow.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # the same teacher at another seed gives the same non-block weights
+    again = make_student(make_teacher(), "post", 3, 1, seed=4)
+    for key in ("embed_tokens.weight", "lm_head.weight", "boundary_norm.weight"):
+        assert torch.equal(a[key], again.state_dict()[key])
+
+
+def test_set_trainable(teacher):
+    student = make_student(teacher, "pre", 3, 1)
+    student.set_trainable([1])
+    for b, block in enumerate(student.blocks):
+        flags = {p.requires_grad for p in block.parameters()}
+        assert flags == {b == 1}, b
+    assert student.boundary_norm.weight.requires_grad
+    assert student.lm_head.weight.requires_grad
+    assert not student.embed_tokens.weight.requires_grad
+    student.set_trainable([0, 1, 2])
+    assert all(p.requires_grad for p in student.blocks.parameters())
+    assert not student.embed_tokens.weight.requires_grad

@@ -1,0 +1,206 @@
+"""The optimizer and a small end-to-end of the phase trainer (SPEC §3)."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_teacher
+from safetensors.torch import load_file
+
+from normgrow import config as cfg
+from normgrow.data import save_tokens
+from normgrow.student import BlockStackStudent
+from normgrow.trainer import build_optimizer, run_phase, trainable_blocks
+
+TRAIN = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0}
+SEED = 5
+BATCH = 2
+STEPS = 3
+LAYERS_PER_BLOCK = 2
+
+
+def test_build_optimizer(teacher):
+    student = BlockStackStudent.from_teacher(teacher, "post", 3, 1, seed=0)
+    student.set_trainable([1])
+    optimizer = build_optimizer(student, TRAIN)
+    assert isinstance(optimizer, torch.optim.AdamW)
+    assert len(optimizer.param_groups) == 1
+    group = optimizer.param_groups[0]
+    assert group["betas"] == (0.9, 0.95)
+    assert group["eps"] == 1e-8
+    assert group["weight_decay"] == 0.0
+    assert group["lr"] == 1e-2
+    assert len(optimizer.state) == 0
+    wanted = {id(p) for p in student.parameters() if p.requires_grad}
+    got = [id(p) for p in group["params"]]
+    assert len(got) == len(set(got)) and set(got) == wanted
+    assert id(student.embed_tokens.weight) not in got
+    assert id(student.lm_head.weight) in got and id(student.boundary_norm.weight) in got
+    assert all(id(p) not in got for p in student.blocks[0].parameters())
+
+
+def test_trainable_blocks():
+    assert trainable_blocks({"active_blocks": 3, "trainable": "newest"}) == [2]
+    assert trainable_blocks({"active_blocks": 3, "trainable": "all"}) == [0, 1, 2]
+    assert trainable_blocks({"active_blocks": 1, "trainable": "newest"}) == [0]
+    assert trainable_blocks({"active_blocks": 1, "trainable": "all"}) == [0]
+
+
+# ---------------------------------------------------------------- end to end
+def make_config() -> dict:
+    return {
+        "threads": 1,
+        "teacher": {"dtype": "float32"},
+        "student": {"blocks": 2, "layers_per_block": LAYERS_PER_BLOCK, "attn_implementation": "sdpa"},
+        "objective": {"alpha": 0.7, "gamma": 0.3, "temperature": 1.0},
+        "train": {"phase_steps": STEPS, "batch_size": BATCH, "lr": 1e-2, "min_lr": 1e-4,
+                  "warmup_fraction": 0.015, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0,
+                  "grad_clip": 0.5, "eval_every": 2},
+        "curricula": {"freeze": [{"active_blocks": 1, "trainable": "newest"},
+                                 {"active_blocks": 2, "trainable": "newest"}]},
+        "runs": {"post-freeze": {"placement": "post", "curriculum": "freeze"}},
+    }
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("trainer")
+    rng = np.random.default_rng(0)
+    lengths = [5, 9, 3, 7, 12, 4, 6, 8, 10, 2]
+    train = [[*rng.integers(1, 64, size=n - 1).tolist(), 0] for n in lengths]
+    valid = [[*rng.integers(1, 64, size=n - 1).tolist(), 0] for n in (6, 11, 4)]
+    tokens = root / "tokens"
+    save_tokens(train, tokens / "train")
+    save_tokens(valid, tokens / "valid")
+    (tokens / "meta.json").write_text(json.dumps({"boundary_id": 0}))
+    teacher = make_teacher()
+    teacher.save_pretrained(root / "teacher")
+    return {"root": root, "tokens": tokens, "teacher": str(root / "teacher"), "train": train,
+            "teacher_model": teacher}
+
+
+def run_all(workspace: dict, name: str) -> list[Path]:
+    config = make_config()
+    outs, previous = [], None
+    threads = torch.get_num_threads()
+    try:
+        for phase in range(len(config["curricula"]["freeze"])):
+            spec = cfg.phase_spec(config, "post-freeze", SEED, phase)
+            out = workspace["root"] / name / f"phase{phase}"
+            run_phase(copy.deepcopy(spec), workspace["teacher"], workspace["tokens"], previous, out,
+                      log=io.StringIO())
+            outs.append(out)
+            previous = out
+    finally:
+        torch.set_num_threads(threads)
+    return outs
+
+
+@pytest.fixture(scope="module")
+def freeze_run(workspace) -> list[Path]:
+    return run_all(workspace, "first")
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_spec_shape():
+    spec = cfg.phase_spec(make_config(), "post-freeze", SEED, 1)
+    assert spec["shard_docs"] == STEPS * BATCH
+    assert [p["active_blocks"] for p in spec["phases"]] == [1, 2]
+    assert all(p["schedule_offset"] == 0 and p["schedule_length"] == STEPS for p in spec["phases"])
+
+
+def test_freeze_checkpoints(workspace, freeze_run):
+    teacher = workspace["teacher_model"]
+    init = BlockStackStudent.from_teacher(teacher, "post", 2, LAYERS_PER_BLOCK, seed=SEED).state_dict()
+    phase0 = load_file(str(freeze_run[0] / "student.safetensors"))
+    phase1 = load_file(str(freeze_run[1] / "student.safetensors"))
+    assert phase0.keys() == init.keys() == phase1.keys()
+
+    def block(state, b):
+        return {k: v for k, v in state.items() if k.startswith(f"blocks.{b}.")}
+
+    def same(a, b):
+        return all(torch.equal(a[k], b[k]) for k in a)
+
+    # phase 0 trains block 0 only; block 1 keeps its seed init
+    assert not same(block(phase0, 0), block(init, 0))
+    assert same(block(phase0, 1), block(init, 1))
+    # phase 1 (freeze) trains block 1 only; block 0 is exactly phase 0's
+    assert same(block(phase1, 0), block(phase0, 0))
+    assert not same(block(phase1, 1), block(init, 1))
+    # every projection of the trained block moved
+    for key, value in block(phase1, 1).items():
+        if "proj" in key:
+            assert not torch.equal(value, init[key]), key
+    # head and boundary norm train in both phases; the embedding never changes
+    for key in ("lm_head.weight", "boundary_norm.weight"):
+        assert not torch.equal(phase0[key], init[key]), key
+        assert not torch.equal(phase1[key], phase0[key]), key
+    emb = teacher.get_input_embeddings().weight
+    assert torch.equal(phase0["embed_tokens.weight"], emb)
+    assert torch.equal(phase1["embed_tokens.weight"], emb)
+
+
+def test_token_counters(workspace, freeze_run):
+    train = workspace["train"]
+    shard = STEPS * BATCH
+    shard_tokens = sum(len(doc) for doc in train[:shard])
+    # phase 0 reads documents 0..5 in order, two per batch
+    batches = [train[i:i + BATCH] for i in range(0, shard, BATCH)]
+    tokens0 = sum(len(d) for b in batches for d in b)
+    states = [json.loads((out / "state.json").read_text()) for out in freeze_run]
+    c0, c1 = states[0]["phase_counters"], states[1]["phase_counters"]
+    assert c0["steps"] == c1["steps"] == STEPS
+    assert c0["tokens"] == tokens0 == shard_tokens
+    assert c0["unique_tokens"] == shard_tokens
+    assert c0["active_layer_tokens"] == tokens0 * 1 * LAYERS_PER_BLOCK
+    # phase 1 continues into the shard's second epoch (a permutation): the same documents again
+    assert c1["tokens"] == shard_tokens
+    assert c1["unique_tokens"] == 0
+    assert c1["active_layer_tokens"] == shard_tokens * 2 * LAYERS_PER_BLOCK
+    # training rows record the batch tokens, non-padding only
+    rows0 = read_csv(freeze_run[0] / "train.csv")
+    assert [int(r["tokens"]) for r in rows0] == [sum(len(d) for d in b) for b in batches]
+    rows1 = read_csv(freeze_run[1] / "train.csv")
+    assert sum(int(r["tokens"]) for r in rows1) == shard_tokens
+    # run counters accumulate
+    run = states[1]["run_counters"]
+    assert run["tokens"] == 2 * shard_tokens
+    assert run["unique_tokens"] == shard_tokens
+    assert run["active_layer_tokens"] == shard_tokens * (1 + 2) * LAYERS_PER_BLOCK
+    assert run["steps"] == 2 * STEPS
+    assert states[1]["global_step"] == 2 * STEPS
+    assert states[1]["trainable_blocks"] == [1]
+    assert [int(r["global_step"]) for r in rows1] == [STEPS + t for t in range(1, STEPS + 1)]
+
+
+def test_eval_rows_and_lr(freeze_run):
+    for out in freeze_run:
+        rows = read_csv(out / "eval.csv")
+        assert [int(r["step"]) for r in rows] == [2, 3]
+        for r in rows:
+            assert float(r["ppl"]) == pytest.approx(np.exp(float(r["ce"])), rel=1e-6)
+        state = json.loads((out / "state.json").read_text())
+        assert state["final_eval"]["step"] == STEPS
+        lrs = [float(r["lr"]) for r in read_csv(out / "train.csv")]
+        # restarted schedule each phase: peak at the (one-step) warm-up, min at the end
+        assert lrs[0] == pytest.approx(1e-2) and lrs[-1] == pytest.approx(1e-4)
+
+
+def test_deterministic_on_cpu(workspace, freeze_run):
+    again = run_all(workspace, "second")
+    for a, b in zip(freeze_run, again, strict=True):
+        assert (a / "eval.csv").read_text() == (b / "eval.csv").read_text()
+        rows_a, rows_b = read_csv(a / "train.csv"), read_csv(b / "train.csv")
+        assert [r["loss"] for r in rows_a] == [r["loss"] for r in rows_b]

@@ -1,0 +1,30 @@
+"""Boundary RMS, token-type split and block removal of every checkpoint a phase saved, on the
+fixed diagnostic batch: one report per checkpoint."""
+
+import json
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig
+
+from normgrow.checkpoint import student_from_checkpoint, write_json
+from normgrow.data import TokenStore, collate
+from normgrow.diagnostics import diagnose
+from normgrow.logs import job_log
+
+with job_log(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)
+    w, p = snakemake.wildcards, snakemake.params
+    tokens = Path(snakemake.input.tokens)
+    meta = json.loads((tokens / "meta.json").read_text())
+    diag = TokenStore(tokens / "diag")
+    batch = collate(diag.get(list(range(len(diag)))), meta["boundary_id"])
+    teacher_config = AutoConfig.from_pretrained(p.teacher)
+    reports = []
+    for step in p.steps:
+        student = student_from_checkpoint(Path(snakemake.input.snapshots) / f"step{step}.safetensors",
+                                          teacher_config, p.placement, p.student, p.active_blocks)
+        reports.append({"run": w.run, "seed": int(w.seed), "phase": int(w.phase), "global_step": step,
+                        "placement": p.placement, **diagnose(student, batch, meta["special_ids"])})
+        print(f"{w.run} seed {w.seed} step {step}: diagnosed {len(reports[-1]['boundaries'])} boundaries")
+    write_json(Path(snakemake.output[0]), {"checkpoints": reports})
