@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,3 +30,22 @@ def make_teacher(vocab_size: int = 64, hidden_size: int = 32, seed: int = 0) -> 
 @pytest.fixture
 def teacher() -> Qwen3ForCausalLM:
     return make_teacher()
+
+
+def snakemake_command(workdir: Path, *args: str, config: Path | None = REPO / "configs" / "ci.yaml") -> list[str]:
+    """A Snakemake command line on the repository's workflow, run in `workdir`."""
+    command = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory",
+               str(workdir)]
+    if config is not None:
+        command += ["--configfile", str(config)]
+    return command + list(args)
+
+
+@pytest.fixture(scope="session")
+def ci_workdir(tmp_path_factory) -> Path:
+    """A working directory in which the CI config has been run end to end (results/paper built)."""
+    workdir = tmp_path_factory.mktemp("ci-run")
+    result = subprocess.run(snakemake_command(workdir, "--cores", "2", "--", "results/paper"),
+                            capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return workdir

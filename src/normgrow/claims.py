@@ -125,7 +125,8 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
         diff = delta("freeze") - delta("grow")
         claims.append(Claim("freeze gap ≈ grow gap (Δ_freeze − Δ_grow ≈ 0)", "−0.0004", describe(diff),
                             equivalence_verdict(diff, margin), seeds))
-    after0 = rms[(rms["tokens"] == "all") & (rms["boundary"] == 1) & rms["run"].isin(["pre-grow", "post-grow"])]
+    after0 = pd.DataFrame() if rms.empty else rms[
+        (rms["tokens"] == "all") & (rms["boundary"] == 1) & rms["run"].isin(["pre-grow", "post-grow"])]
     if not after0.empty and set(after0["run"]) == {"pre-grow", "post-grow"}:
         growth = {}
         for run in ("pre-grow", "post-grow"):

@@ -10,8 +10,9 @@ The iterator of a run reads *positions*; a position maps to a training-document 
 
 Phase data policies set the iterator at phase start: `continue` keeps it where the previous phase
 left it, `reset` rewinds it to the start of the shard, `fresh` switches to `stream` mode at the
-first document not yet read in this run. Since reads are contiguous from document 0, the documents
-a run has read are exactly [0, high_water), which makes unique-token accounting exact.
+first document not yet read in this run (past the shard once the shard has been read). Since reads
+are contiguous from document 0, the documents a run has read are exactly [0, high_water), which
+makes unique-token accounting exact.
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ def phase_start_state(policy: str, previous: DataState, shard_docs: int) -> Data
     if policy == "reset":
         return replace(previous, mode="shard", position=0)
     if policy == "fresh":
-        return replace(previous, mode="stream", position=max(previous.high_water, shard_docs))
+        return replace(previous, mode="stream", position=previous.high_water)
     raise ValueError(f"unknown data policy {policy!r} (continue, reset, fresh)")
 
 

@@ -160,7 +160,7 @@ img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f6f6;p
 
 
 def _html_table(table: Table) -> str:
-    return f"<h3>{html.escape(table.title)}</h3>" + table.display().to_html(border=0, escape=True)
+    return f"<h3>{html.escape(table.title)}</h3>" + table.display().rename_axis(None).to_html(border=0, escape=True)
 
 
 def html_report(c: dict, out: Path) -> str:

@@ -22,11 +22,12 @@ PAPER_PHASE_STEPS = 50_000
 
 
 def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Mean of the last `window` values up to and including each index."""
-    cumsum = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])
-    idx = np.arange(1, len(values) + 1)
-    start = np.maximum(0, idx - window)
-    return (cumsum[idx] - cumsum[start]) / (idx - start)
+    """Mean of the last `window` values up to and including each index (fewer at the start).
+    Each mean is summed afresh (no running sums), so a flat stretch averages exactly to its value."""
+    values = np.asarray(values, dtype=np.float64)
+    head = [values[: i + 1].mean() for i in range(min(window - 1, len(values)))]
+    full = np.lib.stride_tricks.sliding_window_view(values, window).mean(axis=1) if len(values) >= window else []
+    return np.concatenate([head, full])
 
 
 def transition_metrics(previous_loss: np.ndarray, loss: np.ndarray) -> dict:

