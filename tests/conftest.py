@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from normgrow.data import save_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -49,3 +53,44 @@ def ci_workdir(tmp_path_factory) -> Path:
                             capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return workdir
+
+
+# ---------------------------------------------------------------- a tiny phase-trainer setup
+SEED = 5
+BATCH = 2
+STEPS = 3
+LAYERS_PER_BLOCK = 2
+
+
+def tiny_run_config() -> dict:
+    """A two-phase freeze run of a 2-block student, small enough to train in a second."""
+    return {
+        "threads": 1,
+        "teacher": {"dtype": "float32"},
+        "student": {"blocks": 2, "layers_per_block": LAYERS_PER_BLOCK, "attn_implementation": "sdpa"},
+        "objective": {"alpha": 0.7, "gamma": 0.3, "temperature": 1.0},
+        "train": {"phase_steps": STEPS, "batch_size": BATCH, "lr": 1e-2, "min_lr": 1e-4,
+                  "warmup_fraction": 0.015, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0,
+                  "grad_clip": 0.5, "eval_every": 2, "state_every": 2},
+        "curricula": {"freeze": [{"active_blocks": 1, "trainable": "newest"},
+                                 {"active_blocks": 2, "trainable": "newest"}]},
+        "runs": {"post-freeze": {"placement": "post", "curriculum": "freeze"}},
+    }
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> dict:
+    """Tokens (train, valid) and a saved tiny teacher for `tiny_run_config`."""
+    root = tmp_path_factory.mktemp("trainer")
+    rng = np.random.default_rng(0)
+    lengths = [5, 9, 3, 7, 12, 4, 6, 8, 10, 2]
+    train = [[*rng.integers(1, 64, size=n - 1).tolist(), 0] for n in lengths]
+    valid = [[*rng.integers(1, 64, size=n - 1).tolist(), 0] for n in (6, 11, 4)]
+    tokens = root / "tokens"
+    save_tokens(train, tokens / "train")
+    save_tokens(valid, tokens / "valid")
+    (tokens / "meta.json").write_text(json.dumps({"boundary_id": 0}))
+    teacher = make_teacher()
+    teacher.save_pretrained(root / "teacher")
+    return {"root": root, "tokens": tokens, "teacher": str(root / "teacher"), "train": train,
+            "teacher_model": teacher}

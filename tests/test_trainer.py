@@ -11,19 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import make_teacher
+from conftest import BATCH, LAYERS_PER_BLOCK, SEED, STEPS, tiny_run_config
 from safetensors.torch import load_file
 
 from normgrow import config as cfg
-from normgrow.data import save_tokens
 from normgrow.student import BlockStackStudent
 from normgrow.trainer import build_optimizer, run_phase, trainable_blocks
 
 TRAIN = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0}
-SEED = 5
-BATCH = 2
-STEPS = 3
-LAYERS_PER_BLOCK = 2
 
 
 def test_build_optimizer(teacher):
@@ -54,40 +49,8 @@ def test_trainable_blocks():
 
 
 # ---------------------------------------------------------------- end to end
-def make_config() -> dict:
-    return {
-        "threads": 1,
-        "teacher": {"dtype": "float32"},
-        "student": {"blocks": 2, "layers_per_block": LAYERS_PER_BLOCK, "attn_implementation": "sdpa"},
-        "objective": {"alpha": 0.7, "gamma": 0.3, "temperature": 1.0},
-        "train": {"phase_steps": STEPS, "batch_size": BATCH, "lr": 1e-2, "min_lr": 1e-4,
-                  "warmup_fraction": 0.015, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0,
-                  "grad_clip": 0.5, "eval_every": 2},
-        "curricula": {"freeze": [{"active_blocks": 1, "trainable": "newest"},
-                                 {"active_blocks": 2, "trainable": "newest"}]},
-        "runs": {"post-freeze": {"placement": "post", "curriculum": "freeze"}},
-    }
-
-
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("trainer")
-    rng = np.random.default_rng(0)
-    lengths = [5, 9, 3, 7, 12, 4, 6, 8, 10, 2]
-    train = [[*rng.integers(1, 64, size=n - 1).tolist(), 0] for n in lengths]
-    valid = [[*rng.integers(1, 64, size=n - 1).tolist(), 0] for n in (6, 11, 4)]
-    tokens = root / "tokens"
-    save_tokens(train, tokens / "train")
-    save_tokens(valid, tokens / "valid")
-    (tokens / "meta.json").write_text(json.dumps({"boundary_id": 0}))
-    teacher = make_teacher()
-    teacher.save_pretrained(root / "teacher")
-    return {"root": root, "tokens": tokens, "teacher": str(root / "teacher"), "train": train,
-            "teacher_model": teacher}
-
-
 def run_all(workspace: dict, name: str) -> list[Path]:
-    config = make_config()
+    config = tiny_run_config()
     outs, previous = [], None
     threads = torch.get_num_threads()
     try:
@@ -114,7 +77,7 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def test_spec_shape():
-    spec = cfg.phase_spec(make_config(), "post-freeze", SEED, 1)
+    spec = cfg.phase_spec(tiny_run_config(), "post-freeze", SEED, 1)
     assert spec["shard_docs"] == STEPS * BATCH
     assert [p["active_blocks"] for p in spec["phases"]] == [1, 2]
     assert all(p["schedule_offset"] == 0 and p["schedule_length"] == STEPS for p in spec["phases"])

@@ -13,6 +13,7 @@ from safetensors.torch import load_file, save_file
 def atomic_write(path: Path, write) -> None:
     """Call `write(tmp_path)`, then rename onto `path`: readers never see a partial file."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     write(tmp)
     os.replace(tmp, path)
@@ -23,10 +24,25 @@ def save_student(student: torch.nn.Module, path: Path) -> None:
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, unreadable, or does not fit the student."""
+
+
 def load_student(student: torch.nn.Module, path: Path) -> None:
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: checkpoint missing; rerun the phase that writes it")
-    student.load_state_dict(load_file(str(path)), strict=True)
+    """Load a phase checkpoint into `student`, with one clear error for every way it can fail."""
+    path = Path(path)
+    hint = "rerun the phase that writes it (snakemake --forcerun <that phase's state.json>)"
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint missing; {hint}")
+    try:
+        tensors = load_file(str(path))
+    except Exception as error:  # safetensors raises its own error types for truncated headers and data
+        raise CheckpointError(f"{path}: unreadable or truncated checkpoint ({error}); {hint}") from None
+    try:
+        student.load_state_dict(tensors, strict=True)
+    except RuntimeError as error:
+        raise CheckpointError(f"{path}: does not fit this student (placement, blocks, layers or teacher "
+                              f"dimensions differ): {str(error).splitlines()[0]}") from None
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -7,6 +7,14 @@ warm-up + cosine schedule, distil for `steps` updates with gradient clipping, ev
 - tokens: non-padding tokens of all training batches;
 - unique tokens: tokens of the documents read for the first time in this run;
 - active-layer tokens: Σ over updates of (batch tokens × active decoder layers).
+
+Reliability: the phase saves a resumable state every `train.state_every` updates (resume.py) and
+continues from the newest verified one when rerun; SIGTERM (preemption) saves a state and exits
+with `Preempted`; a non-finite loss or gradient stops the phase without touching the saved states;
+the declared outputs are written only at the end, each atomically.
+
+For tests, `NORMGROW_FAULT=kill@N | term@N | nan@N` kills the process with SIGKILL after update N,
+sends it SIGTERM after update N, or makes the loss of update N NaN.
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -27,6 +37,7 @@ from normgrow.data import DataState, DocumentIterator, TokenStore, fixed_batches
 from normgrow.evaluate import evaluate_student
 from normgrow.forward import causal_lm_logits, positions_and_labels, student_logits
 from normgrow.objective import Objective
+from normgrow.resume import ResumeStore, rng_state, set_rng_state
 from normgrow.schedule import lr_at
 from normgrow.student import BlockStackStudent
 from normgrow.teacher import load_teacher
@@ -60,10 +71,38 @@ def write_csv(path: Path, rows: list[dict]) -> None:
     atomic_write(path, write)
 
 
+class Preempted(RuntimeError):
+    """The phase received SIGTERM, saved a resumable state and stopped; rerun it to resume."""
+
+    exit_code = 143
+
+
+class SigtermFlag:
+    """Records SIGTERM instead of dying, so that the training loop can save a state first."""
+
+    def __init__(self):
+        self.requested = False
+        self.previous = signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum, frame):
+        self.requested = True
+
+    def restore(self):
+        signal.signal(signal.SIGTERM, self.previous)
+
+
+def injected_fault(t: int) -> str | None:
+    """The fault `NORMGROW_FAULT` asks for at update t (tests only), else None."""
+    fault = os.environ.get("NORMGROW_FAULT", "")
+    kind, _, step = fault.partition("@")
+    return kind if step and int(step) == t else None
+
+
 def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | None, out: Path,
               log=sys.stderr) -> dict:
     """Train phase `spec['phase']` of `spec['run']`; write student.safetensors, state.json,
-    train.csv and eval.csv under `out`. Returns the state."""
+    train.csv, eval.csv and snapshots/ under `out`. Resumes from `out/resume/` if a verified state
+    is there. Returns the state."""
     start_time = time.time()
     torch.set_num_threads(spec["threads"])
     seed, p = spec["seed"], spec["phase"]
@@ -71,6 +110,7 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
     torch.manual_seed(seed * 1000 + p)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    label = f"{spec['run']} seed {seed} phase {p}"
     meta = json.loads((Path(tokens_dir) / "meta.json").read_text())
     pad_id = meta["boundary_id"]
 
@@ -96,43 +136,78 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
     layers = phase["active_blocks"] * s["layers_per_block"]
     counters = dict.fromkeys(COUNTERS, 0)
     train_rows, eval_rows = [], []
+    done = 0
+
+    resume = ResumeStore(out / "resume", spec, log=log)
+    saved = resume.latest()
+    if saved is not None:
+        student.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        set_rng_state(saved["rng"])
+        batches.state = DataState(**saved["data"])
+        counters, train_rows, eval_rows = saved["counters"], saved["train_rows"], saved["eval_rows"]
+        done = saved["step"]
+        print(f"{label}: resumed from the state at update {done}", file=log, flush=True)
+
+    def save_state(t: int) -> None:
+        resume.save(t, {"step": t, "model": student.state_dict(), "optimizer": optimizer.state_dict(),
+                        "rng": rng_state(), "data": batches.state.as_dict(), "counters": counters,
+                        "train_rows": train_rows, "eval_rows": eval_rows})
+
     params = [q for q in student.parameters() if q.requires_grad]
-    label = f"{spec['run']} seed {seed} phase {p}"
     snapshots = set(snapshot_steps(phase["steps"], spec["snapshots"]))
-    (out / "snapshots").mkdir(exist_ok=True)
-    progress = tqdm(range(1, phase["steps"] + 1), desc=label, mininterval=5, file=log)
-    for t in progress:
-        lr = phase_lr(phase, t, train)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        batch = batches.next_batch()
-        positions, labels = positions_and_labels(batch)
-        with torch.no_grad():
-            teacher_logits = causal_lm_logits(teacher, batch, positions)
-        terms = objective(student_logits(student, batch, positions), teacher_logits, labels)
-        terms["total"].backward()
-        loss = float(terms["total"].detach())
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, train["grad_clip"]))
-        if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-            raise FloatingPointError(f"{label}: non-finite loss or gradient at step {t}")
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        counters["steps"] += 1
-        counters["tokens"] += batch.tokens
-        counters["active_layer_tokens"] += batch.tokens * layers
-        global_step = before["global_step"] + t
-        train_rows.append({"step": t, "global_step": global_step, "loss": loss,
-                           "ce": float(terms["ce"].detach()), "kd": float(terms["kd"].detach()), "lr": lr,
-                           "grad_norm": grad_norm, "tokens": batch.tokens})
-        progress.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
-        if t in snapshots and t < phase["steps"]:
-            save_student(student, out / "snapshots" / f"step{global_step}.safetensors")
-        if t % train["eval_every"] == 0 or t == phase["steps"]:
-            metrics = evaluate_student(student, teacher, valid, objective)
-            eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"],
-                              "kd": metrics["kd"], "ppl": metrics["ppl"]})
-            print(f"{label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
-                  f"PPL {metrics['ppl']:.2f}", file=log, flush=True)
+    sigterm = SigtermFlag()
+    progress = tqdm(range(done + 1, phase["steps"] + 1), desc=label, mininterval=5, file=log,
+                    initial=done, total=phase["steps"])
+    try:
+        for t in progress:
+            lr = phase_lr(phase, t, train)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            batch = batches.next_batch()
+            positions, labels = positions_and_labels(batch)
+            with torch.no_grad():
+                teacher_logits = causal_lm_logits(teacher, batch, positions)
+            terms = objective(student_logits(student, batch, positions), teacher_logits, labels)
+            if injected_fault(t) == "nan":
+                terms["total"] = terms["total"] * math.nan
+            terms["total"].backward()
+            loss = float(terms["total"].detach())
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, train["grad_clip"]))
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                raise FloatingPointError(f"{label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
+                                         f"update {t}; the last good resume state is kept in {out / 'resume'}")
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            counters["steps"] += 1
+            counters["tokens"] += batch.tokens
+            counters["active_layer_tokens"] += batch.tokens * layers
+            global_step = before["global_step"] + t
+            train_rows.append({"step": t, "global_step": global_step, "loss": loss,
+                               "ce": float(terms["ce"].detach()), "kd": float(terms["kd"].detach()), "lr": lr,
+                               "grad_norm": grad_norm, "tokens": batch.tokens})
+            progress.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
+            if t in snapshots and t < phase["steps"]:
+                save_student(student, resume.directory / "snapshots" / f"step{global_step}.safetensors")
+            if t % train["eval_every"] == 0 or t == phase["steps"]:
+                metrics = evaluate_student(student, teacher, valid, objective)
+                eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"],
+                                  "kd": metrics["kd"], "ppl": metrics["ppl"]})
+                print(f"{label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
+                      f"PPL {metrics['ppl']:.2f}", file=log, flush=True)
+            fault = injected_fault(t)
+            if fault == "term":
+                os.kill(os.getpid(), signal.SIGTERM)
+            if sigterm.requested or (t % train["state_every"] == 0 and t < phase["steps"]):
+                save_state(t)
+            if sigterm.requested:
+                raise Preempted(f"{label}: SIGTERM at update {t}; state saved in {out / 'resume'}; "
+                                "rerun the phase to resume")
+            if fault == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+    finally:
+        sigterm.restore()
+
     counters["unique_tokens"] = batches.unique_tokens(start_state, batches.state)
     state = {
         "run": spec["run"], "seed": seed, "phase": p, "placement": spec["placement"],
@@ -142,12 +217,24 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
         "run_counters": {k: before["run_counters"][k] + counters[k] for k in COUNTERS},
         "final_eval": eval_rows[-1], "wall_seconds": time.time() - start_time,
     }
+    write_outputs(out, student, state, train_rows, eval_rows, resume.directory / "snapshots",
+                  phase["steps"] in snapshots)
+    resume.clear()
+    return state
+
+
+def write_outputs(out: Path, student, state: dict, train_rows: list, eval_rows: list, saved_snapshots: Path,
+                  end_is_snapshot: bool) -> None:
+    """The phase's declared outputs, each written atomically; state.json last."""
     save_student(student, out / "student.safetensors")
-    if phase["steps"] in snapshots:  # the phase end is a snapshot too: a hard link, no copy
-        link = out / "snapshots" / f"step{state['global_step']}.safetensors"
+    snapshots = out / "snapshots"
+    snapshots.mkdir(exist_ok=True)
+    for path in sorted(saved_snapshots.glob("step*.safetensors")):
+        os.replace(path, snapshots / path.name)
+    if end_is_snapshot:  # the phase end is a snapshot too: a hard link, no copy
+        link = snapshots / f"step{state['global_step']}.safetensors"
         link.unlink(missing_ok=True)
         link.hardlink_to(out / "student.safetensors")
     write_csv(out / "train.csv", train_rows)
     write_csv(out / "eval.csv", eval_rows)
     write_json(out / "state.json", state)
-    return state

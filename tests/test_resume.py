@@ -1,0 +1,135 @@
+"""Resume after SIGKILL and SIGTERM, corrupted states, and NaN: faults injected into a real phase
+run as a subprocess (`python -m normgrow.cli train-phase`), compared with an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_teacher, tiny_run_config
+
+from normgrow import config as cfg
+from normgrow.data import save_tokens
+
+STEPS, STATE_EVERY = 12, 3
+DECLARED = ("student.safetensors", "state.json", "train.csv", "eval.csv")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("resume")
+    rng = np.random.default_rng(1)
+    docs = [[*rng.integers(1, 64, size=int(n)).tolist(), 0] for n in rng.integers(3, 12, size=30)]
+    save_tokens(docs, root / "tokens" / "train")
+    save_tokens(docs[:4], root / "tokens" / "valid")
+    (root / "tokens" / "meta.json").write_text(json.dumps({"boundary_id": 0}))
+    make_teacher().save_pretrained(root / "teacher")
+    config = tiny_run_config()
+    config["train"].update(phase_steps=STEPS, state_every=STATE_EVERY, eval_every=4)
+    config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 3}
+    spec = root / "spec.json"
+    spec.write_text(json.dumps(cfg.phase_spec(config, "post-freeze", 5, 0)))
+    setup = {"root": root, "spec": spec}
+    setup["reference"] = train(setup, "reference")
+    assert setup["reference"].returncode == 0, setup["reference"].stderr
+    return setup
+
+
+def train(setup: dict, name: str, fault: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
+    if fault:
+        env["NORMGROW_FAULT"] = fault
+    root = setup["root"]
+    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(setup["spec"]),
+               "--teacher", str(root / "teacher"), "--tokens", str(root / "tokens"), "--out", str(root / name)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+
+def outputs(directory: Path) -> dict:
+    """Every declared output's content; state.json without its wall time."""
+    files = {name: (directory / name).read_bytes() for name in ("student.safetensors", "train.csv", "eval.csv")}
+    state = json.loads((directory / "state.json").read_text())
+    state.pop("wall_seconds")
+    files["state.json"] = state
+    files["snapshots"] = {p.name: p.read_bytes() for p in sorted((directory / "snapshots").iterdir())}
+    return files
+
+
+def assert_same_as_reference(setup: dict, name: str) -> None:
+    got, want = outputs(setup["root"] / name), outputs(setup["root"] / "reference")
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == want[key], key
+    assert not (setup["root"] / name / "resume").exists()
+
+
+def test_uninterrupted_run_is_deterministic(setup):
+    assert train(setup, "again").returncode == 0
+    assert_same_as_reference(setup, "again")
+    assert len(outputs(setup["root"] / "reference")["snapshots"]) == 3
+
+
+def test_kill9_at_three_steps_then_resume_gives_the_same_result(setup):
+    for kill, resumed_from in ((4, None), (8, 3), (11, 6)):
+        proc = train(setup, "killed", fault=f"kill@{kill}")
+        assert proc.returncode == -9, proc.stderr
+        if resumed_from is not None:
+            assert f"resumed from the state at update {resumed_from}" in proc.stderr
+        assert not (setup["root"] / "killed" / "state.json").exists()
+    proc = train(setup, "killed")
+    assert proc.returncode == 0, proc.stderr
+    assert "resumed from the state at update 9" in proc.stderr
+    assert_same_as_reference(setup, "killed")
+
+
+def test_sigterm_saves_a_state_and_resumes_to_the_same_result(setup):
+    proc = train(setup, "term", fault="term@5")
+    assert proc.returncode == 143, proc.stderr
+    assert "SIGTERM at update 5" in proc.stderr
+    assert (setup["root"] / "term" / "resume" / "state-5.pt").is_file()
+    assert not (setup["root"] / "term" / "student.safetensors").exists()
+    proc = train(setup, "term")
+    assert proc.returncode == 0 and "resumed from the state at update 5" in proc.stderr
+    assert_same_as_reference(setup, "term")
+
+
+def test_corrupted_state_falls_back_to_the_previous_one(setup):
+    assert train(setup, "corrupt", fault="kill@8").returncode == -9
+    resume = setup["root"] / "corrupt" / "resume"
+    newest = resume / "state-6.pt"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # truncated
+    proc = train(setup, "corrupt")
+    assert proc.returncode == 0, proc.stderr
+    assert "state-6.json: checksum mismatch" in proc.stderr
+    assert "resumed from the state at update 3" in proc.stderr
+    assert_same_as_reference(setup, "corrupt")
+
+
+def test_all_states_corrupted_is_a_clear_error(setup):
+    assert train(setup, "allbad", fault="kill@8").returncode == -9
+    for state in (setup["root"] / "allbad" / "resume").glob("state-*.pt"):
+        state.write_bytes(b"garbage")
+    proc = train(setup, "allbad")
+    assert proc.returncode != 0
+    assert "no usable resume state" in proc.stderr and "Delete" in proc.stderr
+    for name in DECLARED:
+        assert not (setup["root"] / "allbad" / name).exists()
+
+
+def test_nan_stops_the_phase_and_keeps_the_last_good_state(setup):
+    proc = train(setup, "nan", fault="nan@5")
+    assert proc.returncode != 0
+    assert "FloatingPointError" in proc.stderr
+    assert "post-freeze seed 5 phase 0: non-finite loss (nan)" in proc.stderr and "at update 5" in proc.stderr
+    resume = setup["root"] / "nan" / "resume"
+    assert sorted(p.name for p in resume.glob("state-*.pt")) == ["state-3.pt"]
+    for name in DECLARED:
+        assert not (setup["root"] / "nan" / name).exists()
+    # a rerun without the fault resumes from the good state and matches the reference
+    assert train(setup, "nan").returncode == 0
+    assert_same_as_reference(setup, "nan")
