@@ -133,3 +133,26 @@ def test_nan_stops_the_phase_and_keeps_the_last_good_state(setup):
     # a rerun without the fault resumes from the good state and matches the reference
     assert train(setup, "nan").returncode == 0
     assert_same_as_reference(setup, "nan")
+
+
+@pytest.mark.slow
+def test_workflow_with_every_phase_preempted_once_matches_the_uninterrupted_run(ci_workdir, tmp_path):
+    """The whole CI workflow with SIGTERM at update 5 of every phase: each phase saves a state,
+    exits 143, and Snakemake's retry (profiles/default) resumes it; the results equal the
+    uninterrupted run's."""
+    import pandas as pd
+    from conftest import snakemake_command
+
+    env = {**os.environ, "NORMGROW_FAULT": "term@5"}
+    proc = subprocess.run(snakemake_command(tmp_path, "--cores", "2", "--", "results/metrics/phases.csv"),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    logs = list((tmp_path / "logs" / "runs").rglob("*.log"))
+    assert len(logs) == 25
+    for log in logs:
+        assert "resumed from the state at update 5" in log.read_text(), log
+    for name in ("phases.csv", "evals.csv", "transitions.csv", "block_removal.csv"):
+        got = pd.read_csv(tmp_path / "results" / "metrics" / name)
+        want = pd.read_csv(ci_workdir / "results" / "metrics" / name)
+        pd.testing.assert_frame_equal(got.drop(columns=["wall_seconds"], errors="ignore"),
+                                      want.drop(columns=["wall_seconds"], errors="ignore"))

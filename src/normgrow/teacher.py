@@ -77,7 +77,10 @@ def unigram_ce(train: TokenStore, valid: TokenStore, vocab_size: int) -> float:
 
 def check_teacher(teacher, tokenizer, train: TokenStore, valid: TokenStore, pad_id: int,
                   batch_size: int, min_margin_nats: float) -> dict:
-    """Facts about the loaded teacher that the student relies on, and its quality on validation."""
+    """Facts about the loaded teacher that the student relies on, and its quality on validation.
+    `problems` lists every mismatch (vocabulary vs tokenizer, missing final norm, a teacher that does
+    not beat the unigram baseline by `min_margin_nats`). The student's width and dimensions are the
+    teacher's by construction (its embedding and head are copies), so they cannot mismatch."""
     config = teacher.config
     head = teacher.get_output_embeddings()
     final_norm = getattr(teacher.base_model, "norm", None)
@@ -104,7 +107,9 @@ def check_teacher(teacher, tokenizer, train: TokenStore, valid: TokenStore, pad_
     }
     problems = []
     if not report["vocab_matches_tokenizer"]:
-        problems.append(f"tokenizer has {len(tokenizer)} tokens, teacher vocabulary {config.vocab_size}")
+        problems.append(f"the tokenizer has {len(tokenizer)} tokens but the teacher's vocabulary is "
+                        f"{config.vocab_size}: use the teacher's tokenizer (tokenizer.train: false) or a matching "
+                        "teacher")
     if not report["final_norm_present"]:
         problems.append("teacher has no final norm (base_model.norm) to initialise the boundary norm")
     if report["margin_nats"] < min_margin_nats:

@@ -20,5 +20,5 @@ with job_log(snakemake.log[0]):
                            snakemake.params.batch_size, snakemake.params.min_margin_nats)
     print(json.dumps(report, indent=2))
     if report["problems"]:
-        raise SystemExit("teacher check failed: " + "; ".join(report["problems"]))
+        raise SystemExit(f"teacher check failed for {snakemake.params.teacher}: " + "; ".join(report["problems"]))
     Path(snakemake.output[0]).write_text(json.dumps(report, indent=2) + "\n")
