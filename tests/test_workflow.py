@@ -145,6 +145,15 @@ def test_ci_dag_has_every_phase_of_every_run(tmp_path):
     assert sorted(phase_jobs(jobs)) == sorted(expected_phases(DEFAULT, [42]))
 
 
+def test_paper_config_dag_has_every_phase_of_every_run(tmp_path):
+    """The paper-scale config (hub teacher, streamed FineWeb-Edu) dry-runs here without network."""
+    jobs = dry_run(tmp_path, "--configfile", str(REPO / "configs" / "paper.yaml"))
+    counts = Counter(job.rule for job in jobs)
+    assert counts["pretrain_teacher"] == 0  # the teacher comes from the hub
+    assert counts["check_teacher"] == 1 and counts["paper"] == 1
+    assert sorted(phase_jobs(jobs)) == sorted(expected_phases(DEFAULT, [42]))
+
+
 def test_two_seeds_double_the_phase_jobs(tmp_path):
     seeds = tmp_path / "seeds.yaml"
     seeds.write_text("seeds: [1, 2]\n")

@@ -11,21 +11,20 @@ import math
 import torch
 
 from normgrow.data import Batch
-from normgrow.forward import causal_lm_logits, positions_and_labels, student_logits
+from normgrow.forward import causal_lm_logits, distillation_terms, positions_and_labels
 from normgrow.objective import Objective
 
 
 @torch.inference_mode()
-def evaluate_student(student, teacher, batches: list[Batch], objective: Objective) -> dict[str, float]:
+def evaluate_student(student, teacher, batches: list[Batch], objective: Objective,
+                     chunk: int = 4096) -> dict[str, float]:
     was_training = student.training
     student.eval()
     ce = kd = 0.0
     count = 0
     for batch in batches:
-        positions, labels = positions_and_labels(batch)
-        terms = objective(student_logits(student, batch, positions),
-                          causal_lm_logits(teacher, batch, positions), labels)
-        n = int(positions.sum())
+        terms = distillation_terms(student, teacher, batch, objective, chunk)
+        n = int(batch.attention_mask[:, 1:].sum())
         ce += float(terms["ce"]) * n
         kd += float(terms["kd"]) * n
         count += n

@@ -1,4 +1,5 @@
-"""Logits at the loss positions only: padding never reaches the LM head, the loss or a metric."""
+"""Hidden states and logits at the loss positions only: padding never reaches an LM head, the
+loss or a metric."""
 
 from __future__ import annotations
 
@@ -23,3 +24,22 @@ def student_logits(student, batch: Batch, positions: torch.Tensor) -> torch.Tens
     """(N, V) logits of the block-stack student at the N loss positions."""
     hidden = student(batch.input_ids, batch.attention_mask)
     return student.lm_head(hidden[positions])
+
+
+def causal_lm_hidden(model, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
+    """(N, H) final hidden states of a `transformers` causal LM at the N loss positions."""
+    hidden = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+    return hidden[positions]
+
+
+def distillation_terms(student, teacher, batch: Batch, objective, chunk: int) -> dict[str, torch.Tensor]:
+    """The objective's terms on one batch: the teacher runs once under inference mode, and KD + CE
+    are computed chunk by chunk, fused with both LM heads (no full-vocabulary logits tensor)."""
+    from normgrow.objective import fused_objective
+
+    positions, labels = positions_and_labels(batch)
+    with torch.inference_mode():
+        teacher_hidden = causal_lm_hidden(teacher, batch, positions)
+    hidden = student(batch.input_ids, batch.attention_mask)[positions]
+    return fused_objective(objective, hidden, student.lm_head.weight, teacher_hidden,
+                           teacher.get_output_embeddings().weight, labels, chunk)

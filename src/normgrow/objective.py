@@ -52,3 +52,69 @@ def next_token_labels(input_ids: torch.Tensor, positions: torch.Tensor) -> torch
     """Labels y_t = x_{t+1} for the selected positions, flattened in (B, T) order."""
     shifted = torch.roll(input_ids, shifts=-1, dims=1)
     return shifted[positions]
+
+
+class FusedDistillationLoss(torch.autograd.Function):
+    """The objective fused with both LM heads and computed in chunks of positions.
+
+    Inputs are hidden states at the N loss positions (student (N, H) with its head (V, H); teacher
+    (N, H_t) with its head (V, H_t)), so no (N, V) logits tensor ever exists: each chunk's logits
+    are formed, turned into loss terms and gradients, and freed. The gradients are computed in the
+    forward pass (d total / d z = α·τ/N·(softmax(z/τ) − softmax(z_t/τ)) + γ/N·(softmax(z) − e_y))
+    and scaled in backward. Values equal `Objective` on the full logits (up to summation order).
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, teacher_hidden, teacher_weight, labels, alpha, gamma, tau, chunk):
+        n = hidden.shape[0]
+        ctx.weight_dtype = weight.dtype
+        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grad_hidden = torch.empty_like(hidden) if need_h else None
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
+        kd_sum = hidden.new_zeros((), dtype=torch.float32)
+        ce_sum = hidden.new_zeros((), dtype=torch.float32)
+        rows = torch.arange(min(chunk, n), device=hidden.device)
+        for start in range(0, n, chunk):
+            h, y = hidden[start : start + chunk], labels[start : start + chunk]
+            z = (h @ weight.T).float()
+            z_t = (teacher_hidden[start : start + chunk] @ teacher_weight.T).float()
+            log_p = F.log_softmax(z / tau if tau != 1.0 else z, dim=-1)
+            log_q = F.log_softmax(z_t / tau if tau != 1.0 else z_t, dim=-1)
+            q = log_q.exp()
+            kd_sum += (q * (log_q - log_p)).sum()
+            log_p1 = log_p if tau == 1.0 else F.log_softmax(z, dim=-1)
+            ce_sum -= log_p1.gather(1, y[:, None]).sum()
+            if need_h or need_w:
+                p = log_p.exp()  # d total / d z, built in place of p
+                if tau == 1.0:
+                    grad = p.mul_((alpha + gamma) / n).sub_(q, alpha=alpha / n)
+                else:
+                    grad = p.sub_(q).mul_(alpha * tau / n).add_(log_p1.exp(), alpha=gamma / n)
+                grad[rows[: len(y)], y] -= gamma / n
+                if need_h:
+                    torch.mm(grad.to(weight.dtype), weight, out=grad_hidden[start : start + chunk])
+                if need_w:
+                    grad_weight.addmm_(grad.T, h.float())
+        kd, ce = kd_sum / n, ce_sum / n
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        ctx.mark_non_differentiable(ce, kd)
+        return alpha * tau**2 * kd + gamma * ce, ce, kd
+
+    @staticmethod
+    def backward(ctx, grad_total, grad_ce, grad_kd):
+        grad_hidden, grad_weight = ctx.saved_tensors  # used once: scaled in place, no copies
+        if grad_hidden is not None:
+            grad_hidden.mul_(grad_total.to(grad_hidden.dtype))
+        if grad_weight is not None:
+            grad_weight = grad_weight.mul_(grad_total).to(ctx.weight_dtype)
+        return grad_hidden, grad_weight, None, None, None, None, None, None, None
+
+
+def fused_objective(objective: Objective, hidden, weight, teacher_hidden, teacher_weight, labels,
+                    chunk: int) -> dict[str, torch.Tensor]:
+    """`objective` on hidden states at the loss positions, chunked over positions and fused with the
+    LM heads (see FusedDistillationLoss). Returns `total`, `ce` and `kd` like `Objective`."""
+    total, ce, kd = FusedDistillationLoss.apply(hidden, weight, teacher_hidden.detach(), teacher_weight.detach(),
+                                                labels, objective.alpha, objective.gamma, objective.temperature,
+                                                chunk)
+    return {"total": total, "ce": ce, "kd": kd}

@@ -35,7 +35,7 @@ from normgrow.checkpoint import atomic_write, load_student, read_json, save_stud
 from normgrow.config import snapshot_steps
 from normgrow.data import DataState, DocumentIterator, TokenStore, fixed_batches, phase_start_state
 from normgrow.evaluate import evaluate_student
-from normgrow.forward import causal_lm_logits, positions_and_labels, student_logits
+from normgrow.forward import distillation_terms
 from normgrow.objective import Objective
 from normgrow.resume import ResumeStore, rng_state, set_rng_state
 from normgrow.schedule import lr_at
@@ -126,6 +126,10 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
     student.active_blocks = phase["active_blocks"]
     student.set_trainable(trainable_blocks(phase))
     student.train()
+    if train.get("compile"):  # torch.compile each decoder layer (slow first compile; off by default)
+        for block in student.blocks:
+            for layer in block:
+                layer.compile()
     optimizer = build_optimizer(student, train)
     objective = Objective(**spec["objective"])
 
@@ -165,10 +169,7 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
             for group in optimizer.param_groups:
                 group["lr"] = lr
             batch = batches.next_batch()
-            positions, labels = positions_and_labels(batch)
-            with torch.no_grad():
-                teacher_logits = causal_lm_logits(teacher, batch, positions)
-            terms = objective(student_logits(student, batch, positions), teacher_logits, labels)
+            terms = distillation_terms(student, teacher, batch, objective, train["loss_chunk"])
             if injected_fault(t) == "nan":
                 terms["total"] = terms["total"] * math.nan
             terms["total"].backward()
@@ -190,7 +191,7 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
             if t in snapshots and t < phase["steps"]:
                 save_student(student, resume.directory / "snapshots" / f"step{global_step}.safetensors")
             if t % train["eval_every"] == 0 or t == phase["steps"]:
-                metrics = evaluate_student(student, teacher, valid, objective)
+                metrics = evaluate_student(student, teacher, valid, objective, train["loss_chunk"])
                 eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"],
                                   "kd": metrics["kd"], "ppl": metrics["ppl"]})
                 print(f"{label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
