@@ -31,6 +31,11 @@ def make_teacher(vocab_size: int = 64, hidden_size: int = 32, seed: int = 0) -> 
     return teacher
 
 
+def student_logits(student, batch, positions: torch.Tensor) -> torch.Tensor:
+    """(N, V) full logits of the block-stack student at the N loss positions (the unfused path)."""
+    return student.lm_head(student(batch.input_ids, batch.attention_mask)[positions])
+
+
 @pytest.fixture
 def teacher() -> Qwen3ForCausalLM:
     return make_teacher()

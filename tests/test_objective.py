@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import student_logits
 
 from normgrow.data import collate
-from normgrow.forward import causal_lm_logits, positions_and_labels, student_logits
+from normgrow.forward import causal_lm_logits, positions_and_labels
 from normgrow.objective import Objective, loss_positions, next_token_labels
 from normgrow.student import BlockStackStudent
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import make_teacher
+from conftest import make_teacher, student_logits
 
 from normgrow.data import collate
-from normgrow.forward import causal_lm_logits, positions_and_labels, student_logits
+from normgrow.forward import causal_lm_logits, positions_and_labels
 from normgrow.objective import Objective
 from normgrow.placement import PLACEMENTS, PostNormLayer, PreNormLayer, layer_class
 from normgrow.student import BlockStackStudent, count_parameters

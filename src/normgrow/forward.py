@@ -20,12 +20,6 @@ def causal_lm_logits(model, batch: Batch, positions: torch.Tensor) -> torch.Tens
     return model.get_output_embeddings()(hidden[positions])
 
 
-def student_logits(student, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
-    """(N, V) logits of the block-stack student at the N loss positions."""
-    hidden = student(batch.input_ids, batch.attention_mask)
-    return student.lm_head(hidden[positions])
-
-
 def causal_lm_hidden(model, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
     """(N, H) final hidden states of a `transformers` causal LM at the N loss positions."""
     hidden = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
