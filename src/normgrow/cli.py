@@ -1,5 +1,9 @@
-"""Command line: `python -m normgrow.cli train-phase ...` runs one phase outside Snakemake (the
-same function the workflow's train rule calls), e.g. under torchrun or for fault-injection tests."""
+"""Command line.
+
+- `python -m normgrow.cli train-phase ...` runs one phase outside Snakemake (the same function the
+  workflow's train rule calls), e.g. for fault-injection tests;
+- `python -m normgrow.cli plan config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` prints the
+  resource plan of a configuration (normgrow.plan)."""
 
 from __future__ import annotations
 
@@ -20,7 +24,16 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--tokens", type=Path, required=True, help="tokenized data directory")
     train.add_argument("--previous", type=Path, help="the previous phase's output directory")
     train.add_argument("--out", type=Path, required=True, help="this phase's output directory")
+    plan = commands.add_parser("plan", help="parameters, per-GPU memory and tokens per phase of a config")
+    plan.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
+    plan.add_argument("--gpus", type=int, default=8)
+    plan.add_argument("--gpu-gb", type=float, default=80.0)
+    plan.add_argument("--no-activation-checkpointing", action="store_true")
+    plan.add_argument("--teacher-config", help="a directory or hub id whose config.json describes the teacher "
+                                               "(default: teacher.name)")
     args = parser.parse_args(argv)
+    if args.command == "plan":
+        return print_plan(args)
     spec = json.loads(args.spec.read_text())
     try:
         run_phase(spec, args.teacher, args.tokens, args.previous, args.out)
@@ -28,6 +41,34 @@ def main(argv: list[str] | None = None) -> int:
         print(stop, file=sys.stderr)
         return Preempted.exit_code
     return 0
+
+
+def print_plan(args) -> int:
+    import yaml
+    from transformers import AutoConfig
+
+    from normgrow.plan import format_plan, plan
+
+    config: dict = {}
+    for path in args.configs:
+        merge(config, yaml.safe_load(path.read_text()))
+    teacher = args.teacher_config or config["teacher"]["name"]
+    if teacher is None:
+        raise SystemExit("teacher.name is null (a teacher built by the workflow): pass --teacher-config DIR")
+    result = plan(config, AutoConfig.from_pretrained(teacher), args.gpus, args.gpu_gb,
+                  not args.no_activation_checkpointing)
+    print(format_plan(result))
+    return 0
+
+
+def merge(base: dict, update: dict) -> dict:
+    """Recursive dict update, as Snakemake merges config files."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+    return base
 
 
 if __name__ == "__main__":

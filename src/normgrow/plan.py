@@ -1,0 +1,83 @@
+"""Resource plan of a configuration: parameter counts, per-GPU memory and tokens per phase.
+
+Parameter counts are exact for the Qwen3 layer shapes (q/k/v/o projections, q/k RMSNorms,
+SwiGLU MLP, two layer norms). Memory is an estimate per GPU for FSDP2 over `gpus` ranks:
+- student trainable parameters (decoder blocks, boundary norm, LM head), sharded: fp32 weights
+  (4 B), fp32 gradients (4 B) and AdamW moments (8 B) per parameter, divided by the ranks;
+- student embedding (frozen), sharded in bf16 (2 B per parameter, divided by the ranks);
+- teacher, replicated in bf16 (2 B per parameter on every rank: inference only, no all-gathers);
+- activations of the student for one micro-batch (batch / ranks documents × max length tokens):
+  without checkpointing 2 B × tokens × (10·H + 3·I) per layer (inputs of every projection and norm,
+  attention output, SwiGLU gate/up/product; SDPA keeps no score matrix); with checkpointing
+  2 B × tokens × H per layer plus one layer's full activations;
+- the fused KD + CE working set: 6 fp32 tensors of chunk × V plus the LM head's fp32 gradient
+  accumulator (V × H × 4 B), instead of (tokens × V) logits.
+Tokens per phase are an upper bound: steps × batch × max length (documents are usually shorter).
+"""
+
+from __future__ import annotations
+
+GB = 1e9
+
+
+def layer_parameters(c) -> int:
+    """One Qwen3 decoder layer: attention (q, k, v, o, q/k norms), SwiGLU MLP, two RMSNorms."""
+    h, i = c.hidden_size, c.intermediate_size
+    hd = getattr(c, "head_dim", None) or h // c.num_attention_heads
+    q, kv = c.num_attention_heads * hd, c.num_key_value_heads * hd
+    attention = h * q + 2 * h * kv + q * h + 2 * hd
+    return attention + 3 * h * i + 2 * h
+
+
+def student_parameters(teacher_config, blocks: int, layers_per_block: int) -> dict[str, int]:
+    h, v = teacher_config.hidden_size, teacher_config.vocab_size
+    decoder = blocks * layers_per_block * layer_parameters(teacher_config)
+    return {"embedding": v * h, "decoder": decoder, "boundary_norm": h, "head": v * h,
+            "total": 2 * v * h + decoder + h, "trainable": v * h + decoder + h}
+
+
+def teacher_parameters(c) -> int:
+    h, v = c.hidden_size, c.vocab_size
+    head = 0 if c.tie_word_embeddings else v * h
+    return v * h + c.num_hidden_layers * layer_parameters(c) + h + head
+
+
+def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_checkpointing: bool = True) -> dict:
+    s, t = config["student"], config["train"]
+    counts = student_parameters(teacher_config, s["blocks"], s["layers_per_block"])
+    layers = s["blocks"] * s["layers_per_block"]
+    h, i, v = teacher_config.hidden_size, teacher_config.intermediate_size, teacher_config.vocab_size
+    tokens = max(1, t["batch_size"] // gpus) * config["data"]["max_length"]
+    full_layer = 2 * tokens * (10 * h + 3 * i)
+    if activation_checkpointing:
+        activations = 2 * tokens * h * layers + full_layer
+    else:
+        activations = full_layer * layers
+    chunk = min(t.get("loss_chunk", 4096), tokens)
+    memory = {
+        "student weights, grads, AdamW (sharded)": 16 * counts["trainable"] / gpus,
+        "student embedding (bf16, sharded)": 2 * counts["embedding"] / gpus,
+        "teacher (bf16, replicated)": 2 * teacher_parameters(teacher_config),
+        "student activations": activations,
+        "KD + CE working set": 6 * 4 * chunk * v + 4 * v * h,
+    }
+    total = sum(memory.values())
+    return {"parameters": {**counts, "teacher": teacher_parameters(teacher_config)},
+            "memory_gb": {k: m / GB for k, m in memory.items()}, "total_gb": total / GB,
+            "gpus": gpus, "gpu_gb": gpu_gb, "fits": total <= 0.9 * gpu_gb * GB,
+            "micro_batch_tokens": tokens, "tokens_per_phase_max": t["phase_steps"] * t["batch_size"]
+            * config["data"]["max_length"], "naive_logits_gb": 4 * tokens * v / GB}
+
+
+def format_plan(p: dict) -> str:
+    counts = p["parameters"]
+    lines = [f"parameters: student {counts['total'] / 1e9:.2f}B ({counts['trainable'] / 1e9:.2f}B trainable; "
+             f"decoder {counts['decoder'] / 1e9:.2f}B, head {counts['head'] / 1e9:.2f}B, embedding "
+             f"{counts['embedding'] / 1e9:.2f}B), teacher {counts['teacher'] / 1e9:.2f}B",
+             f"per GPU ({p['gpus']} × {p['gpu_gb']:g} GB), micro-batch {p['micro_batch_tokens']:,} tokens:"]
+    lines += [f"  {name:42} {gb:8.1f} GB" for name, gb in p["memory_gb"].items()]
+    lines += [f"  {'total':42} {p['total_gb']:8.1f} GB  → {'fits' if p['fits'] else 'does NOT fit'} "
+              f"(≤ 90% of {p['gpu_gb']:g} GB)",
+              f"  (full fp32 logits of one micro-batch would be {p['naive_logits_gb']:.1f} GB)",
+              f"tokens per phase: at most {p['tokens_per_phase_max']:,}"]
+    return "\n".join(lines)

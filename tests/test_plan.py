@@ -1,0 +1,37 @@
+"""The planning command: exact parameter counts (checked against built modules at reduced width)
+and the memory plan's arithmetic."""
+
+import yaml
+from conftest import REPO, make_teacher
+
+from normgrow.cli import main
+from normgrow.plan import plan, student_parameters, teacher_parameters
+from normgrow.student import BlockStackStudent, count_parameters
+
+
+def test_parameter_formula_matches_built_models(teacher):
+    counts = student_parameters(teacher.config, blocks=3, layers_per_block=2)
+    student = BlockStackStudent.from_teacher(teacher, "post", 3, 2, seed=0)
+    assert counts["total"] == count_parameters(student)
+    student.set_trainable([0, 1, 2])
+    assert counts["trainable"] == count_parameters(student, trainable_only=True)
+    assert teacher_parameters(teacher.config) == sum(p.numel() for p in teacher.parameters())
+
+
+def test_plan_scales_with_ranks_and_checkpointing():
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    teacher = make_teacher(vocab_size=1000, hidden_size=64).config
+    one, eight = plan(config, teacher, 1, 80), plan(config, teacher, 8, 80)
+    key = "student weights, grads, AdamW (sharded)"
+    assert abs(one["memory_gb"][key] - 8 * eight["memory_gb"][key]) < 1e-12
+    assert one["memory_gb"][key] * 1e9 == 16 * one["parameters"]["trainable"]
+    no_ckpt = plan(config, teacher, 1, 80, activation_checkpointing=False)
+    assert no_ckpt["memory_gb"]["student activations"] > one["memory_gb"]["student activations"]
+    assert one["fits"] and not plan(config, teacher, 1, 1e-6)["fits"]
+
+
+def test_paper_plan_from_the_shipped_teacher_config(capsys):
+    assert main(["plan", str(REPO / "config.yaml"), str(REPO / "configs" / "paper.yaml"), "--gpus", "8",
+                 "--gpu-gb", "80", "--teacher-config", str(REPO / "configs" / "teachers" / "qwen3-8b-base")]) == 0
+    out = capsys.readouterr().out
+    assert "teacher 8.19B" in out and "decoder 1.74B" in out and "→ fits" in out
