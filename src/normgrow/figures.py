@@ -69,6 +69,14 @@ def validation_loss(evals: pd.DataFrame, phases: pd.DataFrame, directory: Path) 
         return save(fig, directory, "validation_loss")
 
 
+def band(ax, rows: pd.DataFrame, value: str, style: dict) -> None:
+    """`value` against the global step: mean over seeds, with a min–max band when there are several."""
+    stats = rows.groupby("global_step")[value].agg(["mean", "min", "max"])
+    ax.plot(stats.index, stats["mean"], **style)
+    if rows["seed"].nunique() > 1:
+        ax.fill_between(stats.index, stats["min"], stats["max"], color=style["color"], alpha=0.2, linewidth=0)
+
+
 def _seed_stats(frame: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
     return frame.groupby(by)[value].agg(["mean", "min", "max", "count"]).reset_index()
 
@@ -139,8 +147,7 @@ def boundary_rms(rms: pd.DataFrame, phases: pd.DataFrame, directory: Path) -> li
                 style = {"color": plt.cm.viridis(b / max(1, len(boundaries) - 1)), "marker": ".",
                          "label": "embedding out" if b == 0 else f"after block {b - 1}"}
                 for row, stat in enumerate(("mean", "std")):
-                    s = stats_rows.groupby("global_step")[stat].mean()
-                    axes[row, col].plot(s.index, s.values, **style)
+                    band(axes[row, col], stats_rows, stat, style)
             ends = phases[phases["run"] == f"{placement}-grow"].groupby("phase")["global_step"].max().iloc[:-1]
             for ax in axes[:, col]:
                 for step in ends:
@@ -165,10 +172,8 @@ def token_types(rms: pd.DataFrame, directory: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(4.2, 3.0))
         for placement, color in PLACEMENT_COLORS.items():
             for tokens, linestyle in (("structural", "-"), ("regular", "--")):
-                s = rows[(rows["placement"] == placement) & (rows["tokens"] == tokens)].groupby("global_step")["mean"]
-                s = s.mean()
-                ax.plot(s.index, s.values, color=color, linestyle=linestyle, marker=".",
-                        label=f"{placement}: {tokens}")
+                band(ax, rows[(rows["placement"] == placement) & (rows["tokens"] == tokens)], "mean",
+                     {"color": color, "linestyle": linestyle, "marker": ".", "label": f"{placement}: {tokens}"})
         ax.set_yscale("log")
         ax.set_xlabel("training step (global)")
         ax.set_ylabel("mean per-token RMS after block 0")
