@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from normgrow.stats import mean_ci
+from normgrow.tables import paper_reference
 
 AGREES, DISAGREES, INCONCLUSIVE = "agrees", "disagrees", "inconclusive"
 
@@ -78,6 +79,7 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
     """Every claim whose runs and diagnostics this configuration produced."""
     r, claims = results, []
     seeds = r.final["seed"].nunique()
+    paper = paper_reference()["claims"]
 
     def delta(curriculum: str, phase: int | None = None) -> pd.Series:
         if phase is None:
@@ -87,11 +89,11 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
     if r.has("pre-joint", "post-joint", "pre-grow", "post-grow"):
         d_joint, d_grow = delta("joint"), delta("grow")
         claims += [
-            Claim("Δ_joint ≈ 0 (placements tie under joint training)", "+0.0004",
+            Claim("Δ_joint ≈ 0 (placements tie under joint training)", paper["delta_joint"],
                   describe(d_joint), equivalence_verdict(d_joint, margin), seeds),
-            Claim("Δ_grow < 0 (post-norm better under growth)", "−0.0328", describe(d_grow),
+            Claim("Δ_grow < 0 (post-norm better under growth)", paper["delta_grow"], describe(d_grow),
                   sign_verdict(d_grow), seeds),
-            Claim("interaction Δ_grow − Δ_joint < 0", "−0.0332", describe(d_grow - d_joint),
+            Claim("interaction Δ_grow − Δ_joint < 0", paper["interaction"], describe(d_grow - d_joint),
                   sign_verdict(d_grow - d_joint), seeds),
         ]
     if r.has("pre-grow", "post-grow"):
@@ -100,7 +102,7 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
         parts = [sign_verdict(deltas[0] + margin, negative=False)]  # phase 0: Δ ≥ −m (post not ahead)
         parts += [sign_verdict(deltas[p]) for p in phases[1:]]
         claims.append(Claim("crossover after phase 0 (Δ_0 ≥ −m; Δ < 0 once blocks are appended)",
-                            "phase 0: +0.0044; later phases < 0",
+                            paper["crossover"],
                             "; ".join(f"phase {p}: {describe(d)}" for p, d in deltas.items()),
                             combine(parts), seeds))
     if not r.removal.empty and r.has("pre-grow", "post-grow"):
@@ -112,18 +114,18 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
         angle = pre["angular_distance"] - 0.5 * post["angular_distance"]
         dce = pre["delta_ce"] - 0.5 * post["delta_ce"]
         claims.append(Claim("final pre-grow block near identity (angle and ΔCE under half of post-grow's)",
-                            "pre 0.031 / 0.02 vs post 0.342 / 2.38",
+                            paper["identity"],
                             f"pre {pre['angular_distance'].mean():.3f} / {pre['delta_ce'].mean():.3f} vs post "
                             f"{post['angular_distance'].mean():.3f} / {post['delta_ce'].mean():.3f}",
                             combine([sign_verdict(angle), sign_verdict(dce)]), seeds))
     if r.has("post-joint-long", "post-joint-longer", "post-grow"):
         gaps = [r.final_metric(run) - r.final_metric("post-grow") for run in ("post-joint-long", "post-joint-longer")]
         claims.append(Claim("budget controls worse than post-grow (CE_control − CE_post-grow > 0)",
-                            "+0.0188, +0.0098", ", ".join(describe(g) for g in gaps),
+                            paper["controls"], ", ".join(describe(g) for g in gaps),
                             combine([sign_verdict(g, negative=False) for g in gaps]), seeds))
     if r.has("pre-freeze", "post-freeze", "pre-grow", "post-grow"):
         diff = delta("freeze") - delta("grow")
-        claims.append(Claim("freeze gap ≈ grow gap (Δ_freeze − Δ_grow ≈ 0)", "−0.0004", describe(diff),
+        claims.append(Claim("freeze gap ≈ grow gap (Δ_freeze − Δ_grow ≈ 0)", paper["freeze"], describe(diff),
                             equivalence_verdict(diff, margin), seeds))
     after0 = pd.DataFrame() if rms.empty else rms[
         (rms["tokens"] == "all") & (rms["boundary"] == 1) & rms["run"].isin(["pre-grow", "post-grow"])]
@@ -135,7 +137,7 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
             growth[run] = by_seed.last() / by_seed.first()
         drift = growth["pre-grow"] - growth["post-grow"]
         claims.append(Claim("scale drift: per-token RMS std after block 0 grows more for pre-grow than post-grow "
-                            "(ratio last/first checkpoint)", "pre 5.81 → 19.98 (×3.4); post 0.07–0.19",
+                            "(ratio last/first checkpoint)", paper["drift"],
                             f"pre ×{growth['pre-grow'].mean():.2f}, post ×{growth['post-grow'].mean():.2f}",
                             sign_verdict(drift, negative=False), seeds))
     return claims
