@@ -91,11 +91,10 @@ class SigtermFlag:
         signal.signal(signal.SIGTERM, self.previous)
 
 
-def injected_fault(t: int) -> str | None:
-    """The fault `NORMGROW_FAULT` asks for at update t (tests only), else None."""
-    fault = os.environ.get("NORMGROW_FAULT", "")
-    kind, _, step = fault.partition("@")
-    return kind if step and int(step) == t else None
+def injected_fault() -> tuple[str | None, int]:
+    """The fault `NORMGROW_FAULT=kind@N` asks for (tests only): (kind, N), or (None, 0)."""
+    kind, _, step = os.environ.get("NORMGROW_FAULT", "").partition("@")
+    return (kind, int(step)) if step else (None, 0)
 
 
 def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | None, out: Path,
@@ -160,6 +159,7 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
 
     params = [q for q in student.parameters() if q.requires_grad]
     snapshots = set(snapshot_steps(phase["steps"], spec["snapshots"]))
+    fault_kind, fault_step = injected_fault()  # read once per phase, not per update
     sigterm = SigtermFlag()
     progress = tqdm(range(done + 1, phase["steps"] + 1), desc=label, mininterval=5, file=log,
                     initial=done, total=phase["steps"])
@@ -170,7 +170,8 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
                 group["lr"] = lr
             batch = batches.next_batch()
             terms = distillation_terms(student, teacher, batch, objective, train["loss_chunk"])
-            if injected_fault(t) == "nan":
+            fault = fault_kind if t == fault_step else None
+            if fault == "nan":
                 terms["total"] = terms["total"] * math.nan
             terms["total"].backward()
             loss = float(terms["total"].detach())
@@ -196,7 +197,6 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
                                   "kd": metrics["kd"], "ppl": metrics["ppl"]})
                 print(f"{label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
                       f"PPL {metrics['ppl']:.2f}", file=log, flush=True)
-            fault = injected_fault(t)
             if fault == "term":
                 os.kill(os.getpid(), signal.SIGTERM)
             if sigterm.requested or (t % train["state_every"] == 0 and t < phase["steps"]):
