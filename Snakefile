@@ -19,6 +19,13 @@ wildcard_constraints:
     phase=r"\d+",
 
 
+# Cheap rules run on the submitting host, also under a cluster executor (profile slurm/).
+localrules:
+    all,
+    collect_metrics,
+    paper,
+
+
 
 include: "workflow/rules/data.smk"
 include: "workflow/rules/teacher.smk"

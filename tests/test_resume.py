@@ -91,7 +91,7 @@ def test_sigterm_saves_a_state_and_resumes_to_the_same_result(setup):
     proc = train(setup, "term", fault="term@5")
     assert proc.returncode == 143, proc.stderr
     assert "SIGTERM at update 5" in proc.stderr
-    assert (setup["root"] / "term" / "resume" / "state-5.pt").is_file()
+    assert (setup["root"] / "term" / "resume" / "state-5.json").is_file()
     assert not (setup["root"] / "term" / "student.safetensors").exists()
     proc = train(setup, "term")
     assert proc.returncode == 0 and "resumed from the state at update 5" in proc.stderr
@@ -101,7 +101,7 @@ def test_sigterm_saves_a_state_and_resumes_to_the_same_result(setup):
 def test_corrupted_state_falls_back_to_the_previous_one(setup):
     assert train(setup, "corrupt", fault="kill@8").returncode == -9
     resume = setup["root"] / "corrupt" / "resume"
-    newest = resume / "state-6.pt"
+    newest = next((resume / "state-6").glob("*.distcp"))
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # truncated
     proc = train(setup, "corrupt")
     assert proc.returncode == 0, proc.stderr
@@ -112,7 +112,7 @@ def test_corrupted_state_falls_back_to_the_previous_one(setup):
 
 def test_all_states_corrupted_is_a_clear_error(setup):
     assert train(setup, "allbad", fault="kill@8").returncode == -9
-    for state in (setup["root"] / "allbad" / "resume").glob("state-*.pt"):
+    for state in (setup["root"] / "allbad" / "resume").glob("state-*/*.distcp"):
         state.write_bytes(b"garbage")
     proc = train(setup, "allbad")
     assert proc.returncode != 0
@@ -127,7 +127,7 @@ def test_nan_stops_the_phase_and_keeps_the_last_good_state(setup):
     assert "FloatingPointError" in proc.stderr
     assert "post-freeze seed 5 phase 0: non-finite loss (nan)" in proc.stderr and "at update 5" in proc.stderr
     resume = setup["root"] / "nan" / "resume"
-    assert sorted(p.name for p in resume.glob("state-*.pt")) == ["state-3.pt"]
+    assert sorted(p.name for p in resume.glob("state-*.json")) == ["state-3.json"]
     for name in DECLARED:
         assert not (setup["root"] / "nan" / name).exists()
     # a rerun without the fault resumes from the good state and matches the reference

@@ -36,6 +36,11 @@ class Job:
     fields: dict[str, str] = field(default_factory=dict)
 
     @property
+    def resources(self) -> dict[str, str]:
+        text = self.fields.get("resources", "")
+        return dict(part.split("=", 1) for part in text.split(", ")) if text else {}
+
+    @property
     def wildcards(self) -> dict[str, str]:
         text = self.fields.get("wildcards", "")
         return dict(part.split("=", 1) for part in text.split(", ")) if text else {}
@@ -154,6 +159,31 @@ def test_paper_config_dag_has_every_phase_of_every_run(tmp_path):
     assert sorted(phase_jobs(jobs)) == sorted(expected_phases(DEFAULT, [42]))
 
 
+def test_paper_dag_through_the_slurm_profile_gives_every_phase_its_gpus(tmp_path):
+    """`snakemake --profile slurm results/paper` from the repository root, on the paper config: every
+    phase of every run is a cluster job with 8 GPUs and the configured CPUs, memory and runtime;
+    model jobs get one GPU. (That tables, figures and the report run locally is checked by the real
+    SLURM test: a dry run does not mark local rules.)"""
+    paper = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
+    command = [SNAKEMAKE, "--profile", "slurm", "--directory", str(tmp_path), "-n", "results/paper",
+               "--configfile", str(REPO / "configs" / "paper.yaml")]
+    proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    jobs = parse_jobs(proc.stdout)
+    config = {**DEFAULT, **paper}
+    phases = {job.phase_key(): job for job in jobs if job.rule == "train_phase"}
+    assert set(phases) == expected_phases(config, DEFAULT["seeds"]) and len(phases) == 25
+    train = paper["resources"]["train"]
+    for key, job in phases.items():
+        resources = job.resources
+        assert resources["gpu"] == str(train["gpus"]) == "8", key
+        assert resources["cpus_per_gpu"] == str(train["cpus_per_gpu"]), key
+        assert resources["mem_mb"] == str(train["mem_mb"]) and resources["runtime"] == str(train["runtime"]), key
+    for job in jobs:
+        if job.rule in ("check_teacher", "diagnose"):
+            assert job.resources["gpu"] == "1", job
+
+
 def test_two_seeds_double_the_phase_jobs(tmp_path):
     seeds = tmp_path / "seeds.yaml"
     seeds.write_text("seeds: [1, 2]\n")
@@ -256,3 +286,24 @@ def test_ci_run_forcerun_one_phase_reruns_it_and_downstream_only(ci_run):
     for job in jobs:
         if "run" in job.wildcards:
             assert job.wildcards["run"] == "post-grow", (job.rule, job.wildcards)
+
+
+@pytest.mark.slow
+def test_a_phase_job_with_two_ranks_launches_torchrun_and_matches_one_process(ci_run, tmp_path):
+    """The train rule with `resources.train.ranks_per_node: 2` starts the phase under torchrun (two
+    gloo ranks on the CPU) and reproduces the one-process phase of the CI run."""
+    import shutil
+
+    for part in ("data", "teacher"):
+        shutil.copytree(ci_run / "results" / part, tmp_path / "results" / part)
+    phase = "results/runs/pre-joint/seed42/phase0"
+    proc = snakemake(tmp_path, "--configfile", str(CI), str(REPO / "tests" / "slurm" / "resources.yaml"),
+                     "--cores", "2", "--", f"{phase}/state.json")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "1 of 1 steps (100%) done" in proc.stdout  # only the phase ran
+    log = (tmp_path / "logs" / "runs" / "pre-joint" / "seed42" / "phase0.log").read_text()
+    assert "torch.distributed.run --standalone --nproc_per_node=2" in log
+    assert yaml.safe_load((tmp_path / phase / "state.json").read_text())["ranks"] == 2
+    for table in ("train.csv", "eval.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / phase / table), pd.read_csv(ci_run / phase / table),
+                                      check_exact=False, atol=1e-5, rtol=0)

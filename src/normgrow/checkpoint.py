@@ -1,4 +1,4 @@
-"""Phase outputs: the student's weights (safetensors) and its JSON state, written atomically."""
+"""Phase outputs: the student's unsharded weights (safetensors) and its JSON state, written atomically."""
 
 from __future__ import annotations
 
@@ -20,8 +20,24 @@ def atomic_write(path: Path, write) -> None:
 
 
 def save_student(student: torch.nn.Module, path: Path) -> None:
-    tensors = {k: v.detach().contiguous().cpu() for k, v in student.state_dict().items()}
-    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+    """The student's full, unsharded weights as one safetensors file that loads in a single process.
+
+    For a sharded (FSDP2) student this is a collective: every rank calls it, rank 0 writes."""
+    from normgrow.distributed import full_state_dict, is_main_process
+
+    tensors = {k: v.contiguous() for k, v in full_state_dict(student).items()}
+    def write(tmp):
+        save_file(tensors, str(tmp), metadata={"format": "pt"})
+        os.chmod(tmp, 0o666 & ~current_umask())  # safetensors creates 0600 files: make them readable like any other
+
+    if is_main_process():
+        atomic_write(path, write)
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class CheckpointError(RuntimeError):

@@ -165,3 +165,36 @@ def check_config(config: dict) -> None:
     every, steps = config["train"]["eval_every"], config["train"]["phase_steps"]
     if every > steps:
         raise ConfigError(f"train.eval_every ({every}) is larger than train.phase_steps ({steps})")
+    launch = launch_ranks(config)
+    ranks, batch = launch["ranks_per_node"] * launch["nodes"], config["train"]["batch_size"]
+    if batch % ranks:
+        raise ConfigError(f"train.batch_size ({batch}) is not a multiple of the training ranks ({ranks} = "
+                          "resources.train ranks_per_node × nodes): every rank takes an equal share of a batch")
+
+
+def launch_ranks(config: dict) -> dict[str, int]:
+    """Training processes per node (default: one per GPU, 1 on CPU) and nodes (normgrow.launch)."""
+    train = config["resources"]["train"]
+    return {"ranks_per_node": train["ranks_per_node"] or max(train["gpus"], 1), "nodes": train["nodes"]}
+
+
+def job_resources(config: dict, group: str) -> dict:
+    """Snakemake resources of a job of `group` (train, model, data) for the SLURM executor plugin.
+
+    One node: `gpu` (sbatch --gpus) and `cpus_per_gpu`. Several nodes: an `mpi="srun"` job of one
+    task per node with `gres=gpu:N` per node — the plugin then does not wrap the job in srun and
+    normgrow.launch starts torchrun on every node itself."""
+    spec = config["resources"][group]
+    resources = {"mem_mb": spec["mem_mb"], "runtime": spec["runtime"]}
+    if spec["partition"]:
+        resources["slurm_partition"] = spec["partition"]
+    if spec["account"]:
+        resources["slurm_account"] = spec["account"]
+    nodes, gpus = spec.get("nodes", 1), spec["gpus"]
+    if nodes > 1:
+        resources.update(nodes=nodes, tasks=nodes, mpi="srun", tasks_per_gpu=0)
+        if gpus:
+            resources.update(gres=f"gpu:{gpus}", cpus_per_gpu=spec["cpus_per_gpu"])
+    elif gpus:
+        resources.update(gpu=gpus, cpus_per_gpu=spec["cpus_per_gpu"])
+    return resources

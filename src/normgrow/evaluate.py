@@ -12,22 +12,27 @@ import torch
 
 from normgrow.data import Batch
 from normgrow.forward import causal_lm_logits, distillation_terms, positions_and_labels
-from normgrow.objective import Objective
+from normgrow.objective import Objective, loss_positions
 
 
-@torch.inference_mode()
-def evaluate_student(student, teacher, batches: list[Batch], objective: Objective,
-                     chunk: int = 4096) -> dict[str, float]:
+@torch.no_grad()
+def evaluate_student(student, teacher, batches: list[Batch], objective: Objective, chunk: int = 4096,
+                     ranks=None, pad_id: int = 0) -> dict[str, float]:
+    """CE, KD and PPL of the student on `batches`; with `ranks` (a sharded student), every rank
+    evaluates its rows of each batch and the sums are combined. (`no_grad`, not inference mode:
+    FSDP reuses the gathered parameters in training afterwards.)"""
     was_training = student.training
     student.eval()
     ce = kd = 0.0
     count = 0
     for batch in batches:
-        terms = distillation_terms(student, teacher, batch, objective, chunk)
-        n = int(batch.attention_mask[:, 1:].sum())
-        ce += float(terms["ce"]) * n
-        kd += float(terms["kd"]) * n
-        count += n
+        local = ranks.rows(batch, pad_id) if ranks else batch
+        terms = distillation_terms(student, teacher, local, objective, chunk, normalizer=1.0)
+        ce += float(terms["ce"])
+        kd += float(terms["kd"])
+        count += int(loss_positions(batch.attention_mask).sum())
+    if ranks:
+        ce, kd = ranks.sum(ce, kd)
     student.train(was_training)
     return {"ce": ce / count, "kd": kd / count, "ppl": math.exp(ce / count), "positions": count}
 

@@ -26,14 +26,22 @@ def causal_lm_hidden(model, batch: Batch, positions: torch.Tensor) -> torch.Tens
     return hidden[positions]
 
 
-def distillation_terms(student, teacher, batch: Batch, objective, chunk: int) -> dict[str, torch.Tensor]:
+def distillation_terms(student, teacher, batch: Batch, objective, chunk: int,
+                       normalizer: float | None = None) -> dict[str, torch.Tensor]:
     """The objective's terms on one batch: the teacher runs once under inference mode, and KD + CE
-    are computed chunk by chunk, fused with both LM heads (no full-vocabulary logits tensor)."""
+    are computed chunk by chunk, fused with both LM heads (no full-vocabulary logits tensor).
+
+    The loss runs inside the student's forward (`loss=`), where a sharded student's head is
+    gathered. Terms are means over the batch's loss positions, or sums divided by `normalizer`."""
     from normgrow.objective import fused_objective
 
     positions, labels = positions_and_labels(batch)
     with torch.inference_mode():
         teacher_hidden = causal_lm_hidden(teacher, batch, positions)
-    hidden = student(batch.input_ids, batch.attention_mask)[positions]
-    return fused_objective(objective, hidden, student.lm_head.weight, teacher_hidden,
-                           teacher.get_output_embeddings().weight, labels, chunk)
+    teacher_weight = teacher.get_output_embeddings().weight
+
+    def loss(hidden, weight):
+        return fused_objective(objective, hidden[positions], weight, teacher_hidden, teacher_weight, labels,
+                               chunk, normalizer)
+
+    return student(batch.input_ids, batch.attention_mask, loss=loss)

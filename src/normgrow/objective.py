@@ -62,19 +62,22 @@ class FusedDistillationLoss(torch.autograd.Function):
     are formed, turned into loss terms and gradients, and freed. The gradients are computed in the
     forward pass (d total / d z = α·τ/N·(softmax(z/τ) − softmax(z_t/τ)) + γ/N·(softmax(z) − e_y))
     and scaled in backward. Values equal `Objective` on the full logits (up to summation order).
+
+    `normalizer` divides the sums instead of N: the global number of loss positions when the N
+    positions are one rank's share of a batch, 1 for plain sums.
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, teacher_hidden, teacher_weight, labels, alpha, gamma, tau, chunk):
-        n = hidden.shape[0]
+    def forward(ctx, hidden, weight, teacher_hidden, teacher_weight, labels, alpha, gamma, tau, chunk, normalizer):
+        n = normalizer
         ctx.weight_dtype = weight.dtype
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         grad_hidden = torch.empty_like(hidden) if need_h else None
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
         kd_sum = hidden.new_zeros((), dtype=torch.float32)
         ce_sum = hidden.new_zeros((), dtype=torch.float32)
-        rows = torch.arange(min(chunk, n), device=hidden.device)
-        for start in range(0, n, chunk):
+        rows = torch.arange(min(chunk, hidden.shape[0]), device=hidden.device)
+        for start in range(0, hidden.shape[0], chunk):
             h, y = hidden[start : start + chunk], labels[start : start + chunk]
             z = (h @ weight.T).float()
             z_t = (teacher_hidden[start : start + chunk] @ teacher_weight.T).float()
@@ -107,14 +110,15 @@ class FusedDistillationLoss(torch.autograd.Function):
             grad_hidden.mul_(grad_total.to(grad_hidden.dtype))
         if grad_weight is not None:
             grad_weight = grad_weight.mul_(grad_total).to(ctx.weight_dtype)
-        return grad_hidden, grad_weight, None, None, None, None, None, None, None
+        return grad_hidden, grad_weight, None, None, None, None, None, None, None, None
 
 
 def fused_objective(objective: Objective, hidden, weight, teacher_hidden, teacher_weight, labels,
-                    chunk: int) -> dict[str, torch.Tensor]:
+                    chunk: int, normalizer: float | None = None) -> dict[str, torch.Tensor]:
     """`objective` on hidden states at the loss positions, chunked over positions and fused with the
-    LM heads (see FusedDistillationLoss). Returns `total`, `ce` and `kd` like `Objective`."""
+    LM heads (see FusedDistillationLoss). Returns `total`, `ce` and `kd` like `Objective`: means over
+    the positions, or sums divided by `normalizer` if given."""
     total, ce, kd = FusedDistillationLoss.apply(hidden, weight, teacher_hidden.detach(), teacher_weight.detach(),
                                                 labels, objective.alpha, objective.gamma, objective.temperature,
-                                                chunk)
+                                                chunk, normalizer or hidden.shape[0])
     return {"total": total, "ce": ce, "kd": kd}

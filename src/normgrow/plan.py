@@ -4,8 +4,12 @@ Parameter counts are exact for the Qwen3 layer shapes (q/k/v/o projections, q/k 
 SwiGLU MLP, two layer norms). Memory is an estimate per GPU for FSDP2 over `gpus` ranks:
 - student trainable parameters (decoder blocks, boundary norm, LM head), sharded: fp32 weights
   (4 B), fp32 gradients (4 B) and AdamW moments (8 B) per parameter, divided by the ranks;
-- student embedding (frozen), sharded in bf16 (2 B per parameter, divided by the ranks);
-- teacher, replicated in bf16 (2 B per parameter on every rank: inference only, no all-gathers);
+- student embedding (frozen), sharded in fp32 (4 B per parameter, divided by the ranks);
+- weights gathered for compute, in bf16: the root unit (embedding, head, boundary norm) for the
+  whole step, and two decoder layers (the one computing and the one prefetched);
+- teacher, replicated in bf16 (2 B per parameter on every rank: inference only, no all-gathers),
+  and its forward working set: one layer's transients, 2 B × tokens × (3·I + 4·H), since inference
+  mode frees each layer's activations once the next has consumed them;
 - activations of the student for one micro-batch (batch / ranks documents × max length tokens):
   without checkpointing 2 B × tokens × (10·H + 3·I) per layer (inputs of every projection and norm,
   attention output, SwiGLU gate/up/product; SDPA keeps no score matrix); with checkpointing
@@ -56,8 +60,11 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
     chunk = min(t.get("loss_chunk", 4096), tokens)
     memory = {
         "student weights, grads, AdamW (sharded)": 16 * counts["trainable"] / gpus,
-        "student embedding (bf16, sharded)": 2 * counts["embedding"] / gpus,
+        "student embedding (fp32, sharded)": 4 * counts["embedding"] / gpus,
+        "gathered bf16 weights (root unit, 2 layers)": 2 * (counts["embedding"] + counts["head"] + h
+                                                             + 2 * layer_parameters(teacher_config)),
         "teacher (bf16, replicated)": 2 * teacher_parameters(teacher_config),
+        "teacher forward (one layer, inference)": 2 * tokens * (3 * i + 4 * h),
         "student activations": activations,
         "KD + CE working set": 6 * 4 * chunk * v + 4 * v * h,
     }

@@ -1,25 +1,33 @@
 """Resumable training state of a phase in progress (not a declared output of the workflow).
 
-Every `state_every` updates the trainer saves everything needed to continue bit-exactly: model and
-optimizer state, the update count, RNG states (torch, numpy, python), the document iterator, token
-counters, and the metrics so far. Each state is `state-{step}.pt` plus `state-{step}.json`, the
-latter written last and holding the SHA-256 of the former and the hash of the phase spec; a state
-whose file is missing, truncated or altered, or that belongs to another spec, is skipped and the
-previous one is used. The newest `keep` states are kept.
+Every `state_every` updates the trainer saves everything needed to continue bit-exactly:
+
+- `state-{step}/`: model and optimizer state through torch.distributed.checkpoint (DCP) — each rank
+  writes its own shards, and a state saved by N ranks loads into any number of ranks (DCP reshards);
+  plus `extra.pt` with the update count, RNG states (torch, numpy, python), the document iterator,
+  token counters and the metrics so far;
+- `state-{step}.json`, written last by rank 0: the SHA-256 of every file of the directory and the
+  hash of the phase spec.
+
+A state whose manifest is missing, whose files are missing, truncated or altered, or that belongs to
+another spec, is skipped and the previous one is used. The newest `keep` states are kept.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from normgrow.checkpoint import atomic_write
+from normgrow.distributed import Ranks
 
 
 class CorruptStateError(RuntimeError):
@@ -40,55 +48,82 @@ def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
 
 
+def file_hashes(directory: Path) -> dict[str, str]:
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(directory.iterdir()) if path.is_file()}
+
+
 class ResumeStore:
-    def __init__(self, directory: Path, spec: dict, keep: int = 2, log=None):
-        self.directory, self.keep, self.log = Path(directory), keep, log
+    """The resume states of one phase under `directory`; `save` and `load_latest` are collectives."""
+
+    def __init__(self, directory: Path, spec: dict, ranks: Ranks, keep: int = 2, log=None):
+        self.directory, self.ranks, self.keep, self.log = Path(directory), ranks, keep, log
         self.spec_hash = spec_hash(spec)
 
     def _manifests(self) -> list[Path]:
         return sorted(self.directory.glob("state-*.json"), key=lambda p: int(p.stem.split("-")[1]), reverse=True)
 
-    def save(self, step: int, payload: dict) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        buffer = io.BytesIO()
-        torch.save(payload, buffer)
-        data = buffer.getvalue()
-        atomic_write(self.directory / f"state-{step}.pt", lambda tmp: tmp.write_bytes(data))
-        manifest = {"step": step, "sha256": hashlib.sha256(data).hexdigest(), "spec": self.spec_hash}
-        atomic_write(self.directory / f"state-{step}.json", lambda tmp: tmp.write_text(json.dumps(manifest)))
-        for old in self._manifests()[self.keep:]:
-            old.with_suffix(".pt").unlink(missing_ok=True)
-            old.unlink()
+    def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, extra: dict) -> None:
+        target = self.directory / f"state-{step}"
+        if self.ranks.main:
+            shutil.rmtree(target, ignore_errors=True)  # left by a crash before its manifest
+            target.mkdir(parents=True)
+        self.ranks.barrier()
+        model_state, optimizer_state = get_state_dict(model, optimizer)
+        dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=target)
+        if self.ranks.main:
+            torch.save(extra, target / "extra.pt")
+            manifest = {"step": step, "files": file_hashes(target), "spec": self.spec_hash}
+            atomic_write(target.with_suffix(".json"), lambda tmp: tmp.write_text(json.dumps(manifest)))
+            for old in self._manifests()[self.keep:]:
+                old.unlink()
+                shutil.rmtree(old.with_suffix(""), ignore_errors=True)
+        self.ranks.barrier()
 
-    def latest(self) -> dict | None:
-        """The newest verified state, None if there is none; CorruptStateError if states exist but
-        none verifies."""
-        manifests = self._manifests()
+    def _verified(self) -> tuple[Path | None, str | None]:
+        """(newest verified state directory or None, error message if states exist but none verifies)."""
         problems = []
-        for manifest_path in manifests:
+        for manifest_path in self._manifests():
             try:
                 manifest = json.loads(manifest_path.read_text())
                 if manifest["spec"] != self.spec_hash:
                     problems.append(f"{manifest_path.name}: saved for a different phase spec")
                     continue
-                data = manifest_path.with_suffix(".pt").read_bytes()
-                if hashlib.sha256(data).hexdigest() != manifest["sha256"]:
-                    problems.append(f"{manifest_path.name}: checksum mismatch (corrupted or truncated)")
+                directory = manifest_path.with_suffix("")
+                if file_hashes(directory) != manifest["files"]:
+                    problems.append(f"{manifest_path.name}: checksum mismatch (corrupted, truncated or missing files)")
                     continue
                 for problem in problems:
                     print(f"skipped resume state {problem}", file=self.log, flush=True)
-                return torch.load(io.BytesIO(data), weights_only=False)
+                return directory, None
             except (OSError, ValueError, KeyError) as error:
                 problems.append(f"{manifest_path.name}: unreadable ({error})")
         if any("different phase spec" not in p for p in problems):
-            raise CorruptStateError(f"no usable resume state in {self.directory}: " + "; ".join(problems) +
-                                    f". Delete {self.directory} to restart the phase from its beginning.")
-        return None
+            return None, (f"no usable resume state in {self.directory}: " + "; ".join(problems) +
+                          f". Delete {self.directory} to restart the phase from its beginning.")
+        return None, None
+
+    def load_latest(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict | None:
+        """Load the newest verified state into `model` and `optimizer` and return its extra data;
+        None if there is none; CorruptStateError if states exist but none verifies. Rank 0
+        verifies; every rank loads its shards."""
+        directory, error = self.ranks.broadcast(self._verified() if self.ranks.main else None)
+        if error:
+            raise CorruptStateError(error)
+        if directory is None:
+            return None
+        model_state, optimizer_state = get_state_dict(model, optimizer)
+        state = {"model": model_state, "optimizer": optimizer_state}
+        dcp.load(state, checkpoint_id=directory)
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+        return torch.load(directory / "extra.pt", weights_only=False)
 
     def clear(self) -> None:
-        """Remove the states (and the directory, once empty) after the phase has finished."""
+        """Remove the states (and the directory, once empty) after the phase has finished (rank 0)."""
+        if not self.ranks.main:
+            return
         for path in self.directory.glob("state-*"):
-            path.unlink()
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
         for directory in (self.directory / "snapshots", self.directory):
             if directory.is_dir() and not any(directory.iterdir()):
                 directory.rmdir()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 from transformers import Qwen3Config
 from transformers.masking_utils import create_causal_mask
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm, Qwen3RotaryEmbedding
@@ -63,6 +64,7 @@ class BlockStackStudent(nn.Module):
         self.num_blocks = num_blocks
         self.layers_per_block = layers_per_block
         self.active_blocks = num_blocks
+        self.activation_checkpointing = False
         layer = layer_class(placement)
         self.boundary = layer.boundary
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
@@ -102,12 +104,15 @@ class BlockStackStudent(nn.Module):
         self.embed_tokens.requires_grad_(False)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                skip_block: int | None = None, boundaries: list | None = None) -> torch.Tensor:
-        """Final hidden states (B, T, H) of the active stack, before the LM head.
+                skip_block: int | None = None, boundaries: list | None = None, loss=None):
+        """Final hidden states (B, T, H) of the active stack, before the LM head — or, if `loss` is
+        given, `loss(hidden, lm_head.weight)`: the head is used inside the forward, where FSDP has
+        gathered it.
 
         `attention_mask` (B, T) is 1 on real tokens, 0 on right padding. `skip_block` bypasses one
         whole block (identity). If `boundaries` is a list, the residual stream entering block 0 and
-        leaving every active block is appended to it (for boundary diagnostics).
+        leaving every active block is appended to it (for boundary diagnostics). With
+        `activation_checkpointing` set, training recomputes each layer's activations in backward.
         """
         h = self.embed_tokens(input_ids)
         if self.boundary == "entry":
@@ -121,12 +126,15 @@ class BlockStackStudent(nn.Module):
         for b in range(self.active_blocks):
             if b != skip_block:
                 for layer in self.blocks[b]:
-                    h = layer(h, position_embeddings, mask)
+                    if self.activation_checkpointing and torch.is_grad_enabled():
+                        h = checkpoint(layer, h, position_embeddings, mask, use_reentrant=False)
+                    else:
+                        h = layer(h, position_embeddings, mask)
             if boundaries is not None:
                 boundaries.append(h)
         if self.boundary == "final":
             h = self.boundary_norm(h)
-        return h
+        return h if loss is None else loss(h, self.lm_head.weight)
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:

@@ -8,6 +8,11 @@ warm-up + cosine schedule, distil for `steps` updates with gradient clipping, ev
 - unique tokens: tokens of the documents read for the first time in this run;
 - active-layer tokens: Σ over updates of (batch tokens × active decoder layers).
 
+Scale: the phase runs on every rank of a process group (one process, or torchrun's ranks), with
+the student sharded by FSDP2 and each rank training on its rows of the same global batch
+(distributed.py); counters, losses and outputs do not depend on the number of ranks, and rank 0
+writes the outputs.
+
 Reliability: the phase saves a resumable state every `train.state_every` updates (resume.py) and
 continues from the newest verified one when rerun; SIGTERM (preemption) saves a state and exits
 with `Preempted`; a non-finite loss or gradient stops the phase without touching the saved states;
@@ -29,14 +34,16 @@ import time
 from pathlib import Path
 
 import torch
+from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
 from normgrow.checkpoint import atomic_write, load_student, read_json, save_student, write_json
 from normgrow.config import snapshot_steps
 from normgrow.data import DataState, DocumentIterator, TokenStore, fixed_batches, phase_start_state
+from normgrow.distributed import Ranks, process_group, shard_student
 from normgrow.evaluate import evaluate_student
 from normgrow.forward import distillation_terms
-from normgrow.objective import Objective
+from normgrow.objective import Objective, loss_positions
 from normgrow.resume import ResumeStore, rng_state, set_rng_state
 from normgrow.schedule import lr_at
 from normgrow.student import BlockStackStudent
@@ -101,19 +108,30 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
               log=sys.stderr) -> dict:
     """Train phase `spec['phase']` of `spec['run']`; write student.safetensors, state.json,
     train.csv, eval.csv and snapshots/ under `out`. Resumes from `out/resume/` if a verified state
-    is there. Returns the state."""
+    is there. Runs in this process, or on every rank of a torchrun launch (normgrow.launch), with
+    the student sharded by FSDP2 (normgrow.distributed). Returns the state."""
+    with process_group() as ranks:
+        return train_phase(spec, teacher_path, Path(tokens_dir), previous, Path(out), ranks,
+                           log if ranks.main else open(os.devnull, "w"))
+
+
+def train_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | None, out: Path, ranks: Ranks,
+                log) -> dict:
     start_time = time.time()
     torch.set_num_threads(spec["threads"])
     seed, p = spec["seed"], spec["phase"]
     phase, train = spec["phases"][p], spec["train"]
+    if train["batch_size"] % ranks.world:
+        raise ValueError(f"train.batch_size ({train['batch_size']}) must be a multiple of the number of ranks "
+                         f"({ranks.world}) so that every rank trains on equal shares of the global batch")
     torch.manual_seed(seed * 1000 + p)
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     label = f"{spec['run']} seed {seed} phase {p}"
-    meta = json.loads((Path(tokens_dir) / "meta.json").read_text())
+    meta = json.loads((tokens_dir / "meta.json").read_text())
     pad_id = meta["boundary_id"]
 
     teacher = load_teacher(teacher_path, spec["teacher_dtype"], spec["student"]["attn_implementation"])
+    teacher.to(ranks.device)
     s = spec["student"]
     student = BlockStackStudent.from_teacher(teacher, spec["placement"], s["blocks"], s["layers_per_block"],
                                              seed, s["attn_implementation"])
@@ -123,17 +141,19 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
         before = read_json(previous / "state.json")
         load_student(student, previous / "student.safetensors")
     student.active_blocks = phase["active_blocks"]
+    student.activation_checkpointing = train["activation_checkpointing"]
     student.set_trainable(trainable_blocks(phase))
     student.train()
     if train.get("compile"):  # torch.compile each decoder layer (slow first compile; off by default)
         for block in student.blocks:
             for layer in block:
                 layer.compile()
+    shard_student(student, ranks, train["precision"])
     optimizer = build_optimizer(student, train)
     objective = Objective(**spec["objective"])
 
-    store = TokenStore(Path(tokens_dir) / "train")
-    valid = fixed_batches(TokenStore(Path(tokens_dir) / "valid"), train["batch_size"], pad_id)
+    store = TokenStore(tokens_dir / "train")
+    valid = fixed_batches(TokenStore(tokens_dir / "valid"), train["batch_size"], pad_id)
     start_state = phase_start_state(phase["data"], DataState(**before["data"]), spec["shard_docs"])
     batches = DocumentIterator(store, start_state, spec["shard_docs"], train["batch_size"], pad_id, seed)
     layers = phase["active_blocks"] * s["layers_per_block"]
@@ -141,11 +161,9 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
     train_rows, eval_rows = [], []
     done = 0
 
-    resume = ResumeStore(out / "resume", spec, log=log)
-    saved = resume.latest()
+    resume = ResumeStore(out / "resume", spec, ranks, log=log)
+    saved = resume.load_latest(student, optimizer)
     if saved is not None:
-        student.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
         set_rng_state(saved["rng"])
         batches.state = DataState(**saved["data"])
         counters, train_rows, eval_rows = saved["counters"], saved["train_rows"], saved["eval_rows"]
@@ -153,29 +171,30 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
         print(f"{label}: resumed from the state at update {done}", file=log, flush=True)
 
     def save_state(t: int) -> None:
-        resume.save(t, {"step": t, "model": student.state_dict(), "optimizer": optimizer.state_dict(),
-                        "rng": rng_state(), "data": batches.state.as_dict(), "counters": counters,
-                        "train_rows": train_rows, "eval_rows": eval_rows})
+        resume.save(t, student, optimizer, {"step": t, "rng": rng_state(), "data": batches.state.as_dict(),
+                                            "counters": counters, "train_rows": train_rows, "eval_rows": eval_rows})
 
     params = [q for q in student.parameters() if q.requires_grad]
     snapshots = set(snapshot_steps(phase["steps"], spec["snapshots"]))
     fault_kind, fault_step = injected_fault()  # read once per phase, not per update
     sigterm = SigtermFlag()
     progress = tqdm(range(done + 1, phase["steps"] + 1), desc=label, mininterval=5, file=log,
-                    initial=done, total=phase["steps"])
+                    initial=done, total=phase["steps"], disable=not ranks.main)
     try:
         for t in progress:
             lr = phase_lr(phase, t, train)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             batch = batches.next_batch()
-            terms = distillation_terms(student, teacher, batch, objective, train["loss_chunk"])
+            positions = int(loss_positions(batch.attention_mask).sum())
+            terms = distillation_terms(student, teacher, ranks.rows(batch, pad_id), objective, train["loss_chunk"],
+                                       normalizer=positions)
             fault = fault_kind if t == fault_step else None
             if fault == "nan":
                 terms["total"] = terms["total"] * math.nan
-            terms["total"].backward()
-            loss = float(terms["total"].detach())
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, train["grad_clip"]))
+            (terms["total"] * ranks.world).backward()  # FSDP averages gradients over the ranks
+            loss, ce, kd = ranks.sum(terms["total"].detach(), terms["ce"].detach(), terms["kd"].detach())
+            grad_norm = clip_gradients(params, train["grad_clip"])
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                 raise FloatingPointError(f"{label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
                                          f"update {t}; the last good resume state is kept in {out / 'resume'}")
@@ -185,23 +204,23 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
             counters["tokens"] += batch.tokens
             counters["active_layer_tokens"] += batch.tokens * layers
             global_step = before["global_step"] + t
-            train_rows.append({"step": t, "global_step": global_step, "loss": loss,
-                               "ce": float(terms["ce"].detach()), "kd": float(terms["kd"].detach()), "lr": lr,
+            train_rows.append({"step": t, "global_step": global_step, "loss": loss, "ce": ce, "kd": kd, "lr": lr,
                                "grad_norm": grad_norm, "tokens": batch.tokens})
             progress.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
             if t in snapshots and t < phase["steps"]:
                 save_student(student, resume.directory / "snapshots" / f"step{global_step}.safetensors")
             if t % train["eval_every"] == 0 or t == phase["steps"]:
-                metrics = evaluate_student(student, teacher, valid, objective, train["loss_chunk"])
+                metrics = evaluate_student(student, teacher, valid, objective, train["loss_chunk"], ranks, pad_id)
                 eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"],
                                   "kd": metrics["kd"], "ppl": metrics["ppl"]})
                 print(f"{label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
                       f"PPL {metrics['ppl']:.2f}", file=log, flush=True)
             if fault == "term":
                 os.kill(os.getpid(), signal.SIGTERM)
-            if sigterm.requested or (t % train["state_every"] == 0 and t < phase["steps"]):
+            preempted = ranks.any(sigterm.requested)
+            if preempted or (t % train["state_every"] == 0 and t < phase["steps"]):
                 save_state(t)
-            if sigterm.requested:
+            if preempted:
                 raise Preempted(f"{label}: SIGTERM at update {t}; state saved in {out / 'resume'}; "
                                 "rerun the phase to resume")
             if fault == "kill":
@@ -216,18 +235,26 @@ def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | 
         "data_policy": phase["data"], "global_step": before["global_step"] + phase["steps"],
         "data": batches.state.as_dict(), "phase_counters": counters,
         "run_counters": {k: before["run_counters"][k] + counters[k] for k in COUNTERS},
-        "final_eval": eval_rows[-1], "wall_seconds": time.time() - start_time,
+        "final_eval": eval_rows[-1], "wall_seconds": time.time() - start_time, "ranks": ranks.world,
     }
-    write_outputs(out, student, state, train_rows, eval_rows, resume.directory / "snapshots",
-                  phase["steps"] in snapshots)
+    save_student(student, out / "student.safetensors")
+    if ranks.main:
+        write_outputs(out, state, train_rows, eval_rows, resume.directory / "snapshots", phase["steps"] in snapshots)
     resume.clear()
+    ranks.barrier()
     return state
 
 
-def write_outputs(out: Path, student, state: dict, train_rows: list, eval_rows: list, saved_snapshots: Path,
+def clip_gradients(params: list[torch.Tensor], max_norm: float) -> float:
+    """Clip the global gradient norm (over all ranks' shards) to `max_norm`; return it before clipping."""
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+
+
+def write_outputs(out: Path, state: dict, train_rows: list, eval_rows: list, saved_snapshots: Path,
                   end_is_snapshot: bool) -> None:
-    """The phase's declared outputs, each written atomically; state.json last."""
-    save_student(student, out / "student.safetensors")
+    """The phase's declared outputs besides the weights (saved first), each written atomically;
+    state.json last."""
     snapshots = out / "snapshots"
     snapshots.mkdir(exist_ok=True)
     for path in sorted(saved_snapshots.glob("step*.safetensors")):

@@ -1,5 +1,7 @@
 # Helpers shared by all rule files (config validation, run/seed lists, input functions).
 from normgrow.config import (
+    job_resources,
+    launch_ranks,
     phase_spec,
     run_checkpoints,
     run_phases,

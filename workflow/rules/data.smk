@@ -10,6 +10,8 @@ rule corpus:
         required_docs=train_docs_required(config),
     log:
         "logs/data/corpus.log",
+    resources:
+        **job_resources(config, "data"),
     conda:
         "../../envs/normgrow.yaml"
     script:
@@ -27,6 +29,8 @@ rule tokenizer:
         teacher=config["teacher"]["name"],
     log:
         "logs/data/tokenizer.log",
+    resources:
+        **job_resources(config, "data"),
     conda:
         "../../envs/normgrow.yaml"
     script:
@@ -44,6 +48,8 @@ rule tokenize:
         data=config["data"],
     log:
         "logs/data/tokenize.log",
+    resources:
+        **job_resources(config, "data"),
     conda:
         "../../envs/normgrow.yaml"
     script:

@@ -7,11 +7,13 @@ rule pretrain_teacher:
     params:
         pretrain=config["teacher"].get("pretrain"),
         seed=config["data"]["split_seed"],
-    threads: workflow.cores
+    threads: config["teacher"]["pretrain"]["threads"] if config["teacher"].get("pretrain") else 1
     log:
         "logs/teacher/pretrain.log",
     benchmark:
         "benchmarks/teacher/pretrain.tsv"
+    resources:
+        **job_resources(config, "model"),
     conda:
         "../../envs/normgrow.yaml"
     script:
@@ -33,6 +35,8 @@ rule check_teacher:
     threads: config["threads"]
     log:
         "logs/teacher/check.log",
+    resources:
+        **job_resources(config, "model"),
     conda:
         "../../envs/normgrow.yaml"
     script:

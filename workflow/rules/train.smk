@@ -14,11 +14,14 @@ rule train_phase:
         spec=lambda wildcards: phase_spec(config, wildcards.run, wildcards.seed, wildcards.phase),
         teacher=teacher_param,
         previous=previous_phase_dir,
+        ranks=launch_ranks(config),
     threads: config["threads"]
     log:
         "logs/runs/{run}/seed{seed}/phase{phase}.log",
     benchmark:
         "benchmarks/runs/{run}/seed{seed}/phase{phase}.tsv"
+    resources:
+        **job_resources(config, "train"),
     conda:
         "../../envs/normgrow.yaml"
     script:

@@ -1,0 +1,133 @@
+"""Ranks, devices and sharding of a training phase: torch FSDP2 over however many processes run it.
+
+A phase always runs under a process group — one process (a world of 1: the embedded default, one
+GPU) or several started by torchrun — so that every scale takes the same code path:
+
+- device: `cuda:LOCAL_RANK` where CUDA is available (NCCL, with gloo for CPU tensors), else the CPU
+  (gloo);
+- student: `fully_shard` on every decoder layer and once at the root (embedding, boundary norm,
+  head). Parameters and optimizer state stay fp32 and sharded; with `precision: bf16` layers
+  compute in bf16 and gradients are reduced in fp32. Each rank's loss is its share of the global
+  mean (its sum over loss positions divided by the global batch's count); FSDP averages gradients
+  over ranks, so the trainer back-propagates the share times the world size;
+- teacher: replicated on every rank, frozen, in inference mode (see the README for why);
+- data: every rank builds the same global batch and keeps its own contiguous rows (`Ranks.rows`),
+  so the sequence of global batches, the token counts and the loss do not depend on the number of
+  ranks.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+
+from normgrow.data import Batch
+
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in the phase's process group."""
+
+    rank: int
+    world: int
+    device: torch.device
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def rows(self, batch: Batch, pad_id: int) -> Batch:
+        """This rank's contiguous share of a global batch's rows.
+
+        A batch whose row count is not a multiple of the world size (the last validation batch) is
+        first completed with one-token rows, which have no loss position."""
+        rows, width = batch.input_ids.shape
+        per_rank = -(-rows // self.world)
+        extra = per_rank * self.world - rows
+        ids, mask = batch.input_ids, batch.attention_mask
+        if extra:
+            filler = torch.zeros((extra, width), dtype=mask.dtype)
+            filler[:, 0] = 1
+            ids = torch.cat([ids, torch.full((extra, width), pad_id, dtype=ids.dtype)])
+            mask = torch.cat([mask, filler])
+        part = slice(self.rank * per_rank, (self.rank + 1) * per_rank)
+        return Batch(ids[part].to(self.device), mask[part].to(self.device))
+
+    def sum(self, *values: float | torch.Tensor) -> list[float]:
+        """Each value summed over all ranks (float64)."""
+        total = torch.tensor([float(v) for v in values], dtype=torch.float64)
+        if self.world > 1:
+            dist.all_reduce(total)
+        return total.tolist()
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank if it is true on any rank (e.g. a SIGTERM seen by one rank)."""
+        return self.sum(float(flag))[0] > 0
+
+    def broadcast(self, value):
+        """Rank 0's `value` on every rank (any picklable object)."""
+        box = [value]
+        if self.world > 1:
+            dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+
+@contextmanager
+def process_group():
+    """The phase's process group: torchrun's (environment variables), or a world of one made here.
+
+    Yields `Ranks`; a group made here is destroyed on exit."""
+    created = not dist.is_initialized()
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    if created:
+        backend = "cpu:gloo,cuda:nccl" if cuda else "gloo"
+        if "WORLD_SIZE" in os.environ:
+            dist.init_process_group(backend)
+        else:
+            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    try:
+        yield Ranks(dist.get_rank(), dist.get_world_size(), device)
+    finally:
+        if created:
+            dist.destroy_process_group()
+
+
+def shard_student(student: torch.nn.Module, ranks: Ranks, precision: str) -> None:
+    """FSDP2 in place: one unit per decoder layer, one at the root.
+
+    Call after `set_trainable` and after loading weights; the student moves to `ranks.device`."""
+    mesh = init_device_mesh(ranks.device.type, (ranks.world,))
+    policy = MixedPrecisionPolicy(param_dtype=PRECISIONS[precision], reduce_dtype=torch.float32)
+    for block in student.blocks:
+        for layer in block:
+            fully_shard(layer, mesh=mesh, mp_policy=policy)
+    fully_shard(student, mesh=mesh, mp_policy=policy)
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The unsharded weights on the CPU: on rank 0 for a sharded model (a collective — every rank
+    calls it; the others get {}), or the plain state dict."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    if isinstance(model, FSDPModule):
+        return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+
+def is_main_process() -> bool:
+    return not dist.is_initialized() or dist.get_rank() == 0

@@ -1,0 +1,77 @@
+"""How a training phase starts: in the job's own process, or under torchrun.
+
+- one rank on one node: `run_phase` in this process (a world of one; the embedded default, one GPU);
+- several ranks on one node: `torchrun --standalone --nproc_per_node R`;
+- several nodes (a SLURM allocation with `nodes > 1`): `srun` starts one torchrun per node, which
+  meet through a c10d rendezvous on the allocation's first node.
+
+Every rank runs `python -m normgrow.cli train-phase` with the same phase spec (a JSON file next to
+the phase's outputs). SIGTERM to the job (preemption) is forwarded to torchrun, which forwards it to
+the ranks; they agree on it, save a resume state, and the job exits with 143.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from normgrow.trainer import Preempted, run_phase
+
+RENDEZVOUS_PORT = 29500
+
+
+def torchrun_command(ranks_per_node: int, nodes: int, phase_args: list[str]) -> list[str]:
+    """The command line that starts `ranks_per_node × nodes` ranks of `normgrow.cli train-phase`."""
+    train = ["-m", "normgrow.cli", "train-phase", *phase_args]
+    if nodes == 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks_per_node}",
+                *train]
+    # SLURM_JOB_NODELIST is only set inside srun: the first node's name is read there.
+    torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}",
+                f"--nproc_per_node={ranks_per_node}", "--rdzv_backend=c10d"]
+    head = 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1'
+    per_node = (f'exec {shlex.join(torchrun)} --rdzv_id="$SLURM_JOB_ID" '
+                f'--rdzv_endpoint="$({head}):{RENDEZVOUS_PORT}" {shlex.join(train)}')
+    return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash", "-c", per_node]
+
+
+def launch_phase(spec: dict, teacher: str, tokens: Path, previous: Path | None, out: Path, log,
+                 ranks_per_node: int = 1, nodes: int = 1) -> int:
+    """Train one phase with `ranks_per_node × nodes` ranks; return the exit status (143: preempted,
+    resume by rerunning)."""
+    print(f"{ranks_per_node} rank(s) per node on {nodes} node(s); "
+          f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}", file=log, flush=True)
+    if ranks_per_node == 1 and nodes == 1:
+        try:
+            run_phase(spec, teacher, tokens, previous, out, log)
+        except Preempted as stop:
+            print(stop, file=log, flush=True)
+            return Preempted.exit_code
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    spec_path = out / ".spec.json"
+    spec_path.write_text(json.dumps(spec))
+    args = ["--spec", str(spec_path), "--teacher", str(teacher), "--tokens", str(tokens), "--out", str(out)]
+    if previous is not None:
+        args += ["--previous", str(previous)]
+    command = torchrun_command(ranks_per_node, nodes, args)
+    print("launching:", " ".join(command), file=log, flush=True)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    terminated = []
+
+    def forward(signum, frame):
+        terminated.append(signum)
+        process.send_signal(signum)
+
+    previous_handler = signal.signal(signal.SIGTERM, forward)
+    try:
+        status = process.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+    spec_path.unlink(missing_ok=True)
+    return Preempted.exit_code if terminated and status != 0 else status

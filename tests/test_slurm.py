@@ -1,0 +1,92 @@
+"""The paper's command against a real SLURM: `snakemake --profile slurm results/paper` from the
+repository root, on the CI config, through a single-node cluster started here
+(tests/slurm/local_cluster.sh: Debian's slurm-wlm and munge, 4 fake GPUs).
+
+Needs root and the Debian packages; skipped without them unless NORMGROW_REQUIRE_SLURM=1 (set by
+.ci/run, which installs them), in which case their absence fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+SCRIPT = REPO / "tests" / "slurm" / "local_cluster.sh"
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+TIMEOUT = 1500
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A running single-node cluster; its daemons are stopped by pid afterwards."""
+    missing = [tool for tool in ("slurmctld", "slurmd", "sbatch", "munged") if shutil.which(tool) is None]
+    reason = None
+    if missing:
+        reason = f"SLURM is not installed ({', '.join(missing)} missing): run `{SCRIPT} install` as root"
+    elif os.geteuid() != 0:
+        reason = "starting SLURM daemons needs root"
+    if reason:
+        if os.environ.get("NORMGROW_REQUIRE_SLURM"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    directory = tmp_path_factory.mktemp("slurm")
+    start = subprocess.run([str(SCRIPT), "start", str(directory)], capture_output=True, text=True, timeout=120)
+    try:
+        assert start.returncode == 0, start.stderr
+        yield directory
+    finally:
+        subprocess.run([str(SCRIPT), "stop", str(directory)], timeout=60)
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    workdir = tmp_path_factory.mktemp("slurm-run")
+    # The test cluster keeps no accounting database: status comes from squeue (the profile leaves the
+    # plugin's default, sacct where accounting exists), and the first check comes early.
+    command = ["timeout", "-k", "30", str(TIMEOUT), SNAKEMAKE, "--profile", "slurm", "--directory", str(workdir),
+               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+               "--configfile", str(REPO / "configs" / "ci.yaml"), str(REPO / "tests" / "slurm" / "resources.yaml"),
+               "--", "results/paper"]
+    proc = subprocess.run(command, cwd=REPO,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT + 60)
+    return workdir, proc
+
+
+@pytest.mark.slow
+def test_ci_config_builds_the_paper_through_slurm(slurm_run):
+    workdir, proc = slurm_run
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    paper = workdir / "results" / "paper"
+    assert (paper / "index.html").is_file()
+    assert (paper / "tables" / "table1.csv").is_file()
+    # every job but those that only build tables, figures and the report was submitted with sbatch
+    submitted = Counter(re.findall(r"has been submitted with SLURM jobid \d+ \(log: \S*/rule_(\w+)/", proc.stdout))
+    assert submitted["train_phase"] == 25 and submitted["diagnose"] == 8, submitted
+    assert {"corpus", "tokenizer", "tokenize", "pretrain_teacher", "check_teacher"} <= set(submitted)
+    assert not set(submitted) & {"collect_metrics", "paper", "all"}
+    assert re.search(r"localrule (paper|collect_metrics):", proc.stdout)
+
+
+@pytest.mark.slow
+def test_every_phase_trained_with_two_ranks_on_its_gpu(slurm_run):
+    workdir, proc = slurm_run
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    states = list((workdir / "results" / "runs").glob("*/seed*/phase*/state.json"))
+    assert len(states) == 25
+    for state in states:
+        assert json.loads(state.read_text())["ranks"] == 2, state
+    logs = list((workdir / "logs" / "runs").rglob("*.log"))
+    assert len(logs) == 25
+    for log in logs:
+        text = log.read_text()
+        assert "--nproc_per_node=2" in text, log
+        assert re.search(r"CUDA_VISIBLE_DEVICES=\d", text), log  # SLURM bound a (fake) GPU to the job
