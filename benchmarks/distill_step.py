@@ -3,10 +3,13 @@
     python benchmarks/distill_step.py [--shapes embedded paper-shape] [--reps 5] [--peak-tflops 0.2]
 
 For each shape it runs, each in a fresh subprocess (so peak memory is its own):
-- `ours`: the trainer's step — teacher under inference mode, student forward, KD + CE chunked over
-  positions and fused with both LM heads (normgrow.forward.distillation_terms), backward, clip, AdamW;
+- `ours`: the trainer's step on one rank — teacher under inference mode, student forward, KD + CE
+  chunked over positions and fused with both LM heads (normgrow.forward.distillation_terms),
+  backward, clip, fused AdamW (normgrow.trainer.build_optimizer); the FSDP2 wrapper the trainer
+  adds for sharding is left out, as it is from the baseline;
 - `naive`: the same step written the obvious way — stock `Qwen3ForCausalLM`-style full logits for
-  teacher (no_grad) and student over the whole padded micro-batch, fp32 log-softmax KL and CE;
+  teacher (no_grad) and student over the whole padded micro-batch, fp32 log-softmax KL and CE, the
+  default AdamW;
 - `loss-ours` / `loss-naive`: the KD + CE part alone (hidden states → loss → backward into the
   hidden states and the student head) at the shape's vocabulary, on `loss_positions` positions
   (the paper shape uses hidden 512 here, so that the logits, not the head's gradient, dominate).
@@ -105,6 +108,7 @@ def run_variant(shape_name: str, variant: str, reps: int) -> dict:
 
     from normgrow.forward import distillation_terms
     from normgrow.objective import Objective, fused_objective
+    from normgrow.trainer import build_optimizer, clip_gradients
 
     shape = SHAPES[shape_name]
     objective = Objective()
@@ -130,15 +134,21 @@ def run_variant(shape_name: str, variant: str, reps: int) -> dict:
         tokens = batch.tokens
         flops = (2 * matmul_params(teacher) + 6 * matmul_params(student)) * tokens
         params = [p for p in student.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.95), weight_decay=0.0)
+        train = {"lr": 1e-4, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.0}
+        if variant == "ours":  # the trainer's optimizer and clipping
+            optimizer = build_optimizer(student, train)
+        else:
+            optimizer = torch.optim.AdamW(params, lr=train["lr"], betas=train["betas"], weight_decay=0.0)
 
         def step():
             if variant == "ours":
                 terms = distillation_terms(student, teacher, batch, objective, chunk=4096)
+                terms["total"].backward()
+                clip_gradients(params, 0.5)
             else:
                 terms = naive_terms(student, teacher, batch, objective)
-            terms["total"].backward()
-            torch.nn.utils.clip_grad_norm_(params, 0.5)
+                terms["total"].backward()
+                torch.nn.utils.clip_grad_norm_(params, 0.5)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
     base = rss_mb()
