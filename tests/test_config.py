@@ -11,6 +11,8 @@ from conftest import REPO, SCHEMA
 
 from normgrow.config import (
     ConfigError,
+    job_resources,
+    launch_ranks,
     phase_spec,
     run_phases,
     shard_docs,
@@ -310,3 +312,33 @@ def test_train_docs_required_with_longer_phases(default):
 def test_ci_config_budgets(ci):
     config = validate_config(ci, SCHEMA)
     assert train_docs_required(config) == 3 * 12 * 4
+
+
+# ---------------------------------------------------------------- cluster resources
+def test_resources_default_to_one_cpu_process(default):
+    config = validate_config(default, SCHEMA)
+    assert launch_ranks(config) == {"ranks_per_node": 1, "nodes": 1}
+    assert job_resources(config, "train") == {"mem_mb": 4000, "runtime": 60}
+
+
+def test_paper_resources_ask_for_eight_gpus_on_one_node(default):
+    config = validate_config(merge(default, load(REPO / "configs" / "paper.yaml")), SCHEMA)
+    assert launch_ranks(config) == {"ranks_per_node": 8, "nodes": 1}
+    assert job_resources(config, "train") == {"mem_mb": 480000, "runtime": 2880, "gpu": 8, "cpus_per_gpu": 8}
+    assert job_resources(config, "model")["gpu"] == 1
+    assert "gpu" not in job_resources(config, "data")
+
+
+def test_multi_node_training_is_one_srun_task_per_node(default):
+    config = merge(default, {"train": {"batch_size": 64},
+                             "resources": {"train": {"gpus": 4, "nodes": 2, "partition": "gpu", "account": "lab"}}})
+    config = validate_config(config, SCHEMA)
+    assert launch_ranks(config) == {"ranks_per_node": 4, "nodes": 2}
+    assert job_resources(config, "train") == {
+        "mem_mb": 4000, "runtime": 60, "slurm_partition": "gpu", "slurm_account": "lab",
+        "nodes": 2, "tasks": 2, "mpi": "srun", "tasks_per_gpu": 0, "gres": "gpu:4", "cpus_per_gpu": 8}
+
+
+def test_batch_that_does_not_split_over_the_ranks_is_a_config_error(default):
+    message = error_of(merge(default, {"resources": {"train": {"gpus": 3}}}))
+    assert "train.batch_size (8) is not a multiple of the training ranks (3" in message

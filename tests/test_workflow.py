@@ -307,3 +307,15 @@ def test_a_phase_job_with_two_ranks_launches_torchrun_and_matches_one_process(ci
     for table in ("train.csv", "eval.csv"):
         pd.testing.assert_frame_equal(pd.read_csv(tmp_path / phase / table), pd.read_csv(ci_run / phase / table),
                                       check_exact=False, atol=1e-5, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_ci_run_diagnostic_documents_have_their_own_length_limit(ci_run):
+    from normgrow.data import TokenStore
+
+    tokens = ci_run / "results" / "data" / "tokens"
+    meta = yaml.safe_load((tokens / "meta.json").read_text())
+    assert meta["diag_max_length"] == 32 and meta["max_length"] == 48
+    assert TokenStore(tokens / "diag").lengths.max() <= 32
+    assert meta["splits"]["diag"]["truncated_documents"] >= 1  # the limit was applied, not just unneeded
+    assert TokenStore(tokens / "train").lengths.max() == 48  # training documents keep the longer limit

@@ -46,7 +46,8 @@ def rms_stats(values: torch.Tensor) -> dict[str, float]:
 
 def structural_mask(batch: Batch, special_ids: list[int]) -> torch.Tensor:
     """(B, T) mask of structural tokens: special ids and the first position, real tokens only."""
-    special = torch.isin(batch.input_ids, torch.tensor(special_ids, dtype=batch.input_ids.dtype))
+    special = torch.isin(batch.input_ids, torch.tensor(special_ids, dtype=batch.input_ids.dtype,
+                                                       device=batch.input_ids.device))
     first = torch.zeros_like(special)
     first[:, 0] = True
     return (special | first) & batch.attention_mask.bool()

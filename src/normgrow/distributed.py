@@ -129,5 +129,10 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
 
+def default_device() -> torch.device:
+    """Where a one-process job (teacher check, diagnostics) runs its model: the GPU if there is one."""
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
 def is_main_process() -> bool:
     return not dist.is_initialized() or dist.get_rank() == 0

@@ -41,7 +41,9 @@ def evaluate_student(student, teacher, batches: list[Batch], objective: Objectiv
 def causal_lm_ce(model, batches: list[Batch]) -> float:
     """Token-weighted next-token CE of a causal LM over the batches' loss positions."""
     total, count = 0.0, 0
+    device = next(model.parameters()).device
     for batch in batches:
+        batch = Batch(batch.input_ids.to(device), batch.attention_mask.to(device))
         positions, labels = positions_and_labels(batch)
         logits = causal_lm_logits(model, batch, positions).float()
         total += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))

@@ -7,6 +7,7 @@ import torch
 from transformers import AutoTokenizer
 
 from normgrow.data import TokenStore
+from normgrow.distributed import default_device
 from normgrow.logs import job_log
 from normgrow.teacher import check_teacher, load_teacher
 
@@ -14,7 +15,7 @@ with job_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)
     tokens = Path(snakemake.input.tokens)
     pad_id = json.loads((tokens / "meta.json").read_text())["boundary_id"]
-    teacher = load_teacher(snakemake.params.teacher, snakemake.params.dtype)
+    teacher = load_teacher(snakemake.params.teacher, snakemake.params.dtype).to(default_device())
     report = check_teacher(teacher, AutoTokenizer.from_pretrained(snakemake.input.tokenizer),
                            TokenStore(tokens / "train"), TokenStore(tokens / "valid"), pad_id,
                            snakemake.params.batch_size, snakemake.params.min_margin_nats)

@@ -8,8 +8,9 @@ import torch
 from transformers import AutoConfig
 
 from normgrow.checkpoint import student_from_checkpoint, write_json
-from normgrow.data import TokenStore, collate
+from normgrow.data import Batch, TokenStore, collate
 from normgrow.diagnostics import diagnose
+from normgrow.distributed import default_device
 from normgrow.logs import job_log
 
 with job_log(snakemake.log[0]):
@@ -18,12 +19,14 @@ with job_log(snakemake.log[0]):
     tokens = Path(snakemake.input.tokens)
     meta = json.loads((tokens / "meta.json").read_text())
     diag = TokenStore(tokens / "diag")
+    device = default_device()
     batch = collate(diag.get(list(range(len(diag)))), meta["boundary_id"])
+    batch = Batch(batch.input_ids.to(device), batch.attention_mask.to(device))
     teacher_config = AutoConfig.from_pretrained(p.teacher)
     reports = []
     for step in p.steps:
         student = student_from_checkpoint(Path(snakemake.input.snapshots) / f"step{step}.safetensors",
-                                          teacher_config, p.placement, p.student, p.active_blocks)
+                                          teacher_config, p.placement, p.student, p.active_blocks).to(device)
         reports.append({"run": w.run, "seed": int(w.seed), "phase": int(w.phase), "global_step": step,
                         "placement": p.placement, **diagnose(student, batch, meta["special_ids"])})
         print(f"{w.run} seed {w.seed} step {step}: diagnosed {len(reports[-1]['boundaries'])} boundaries")

@@ -16,10 +16,12 @@ with job_log(snakemake.log[0]):
     boundary = boundary_id(tokenizer, data["boundary_token"])
     meta = {"boundary_id": boundary, "special_ids": sorted(set(tokenizer.all_special_ids)),
             "tokenizer_size": len(tokenizer), "max_length": data["max_length"],
+            "diag_max_length": data["diag_max_length"] or data["max_length"],
             "corpus": json.loads(Path(snakemake.input.manifest).read_text()), "splits": {}}
     for path in snakemake.input.corpus:
         split = Path(path).stem
-        sequences, truncated = tokenize_documents(tokenizer, read_texts(path), boundary, data["max_length"])
+        limit = data["diag_max_length"] if split == "diag" and data["diag_max_length"] else data["max_length"]
+        sequences, truncated = tokenize_documents(tokenizer, read_texts(path), boundary, limit)
         save_tokens(sequences, out / split)
         meta["splits"][split] = {"documents": len(sequences), "tokens": sum(map(len, sequences)),
                                  "truncated_documents": truncated, "text_sha256": sha256_of(Path(path))}
