@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,10 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from normgrow.data import save_tokens
 
 REPO = Path(__file__).resolve().parents[1]
+# The suite tests the CPU path (bit-identical resumes, gloo ranks, fp32 tolerances) on any machine;
+# tests/test_gpu.py gives the devices back to its own subprocesses.
+VISIBLE_GPUS = os.environ.get("CUDA_VISIBLE_DEVICES")
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 

@@ -56,7 +56,9 @@ def slurm_run(cluster, tmp_path_factory) -> tuple[Path, subprocess.CompletedProc
                "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
                "--configfile", str(REPO / "configs" / "ci.yaml"), str(REPO / "tests" / "slurm" / "resources.yaml"),
                "--", "results/paper"]
-    proc = subprocess.run(command, cwd=REPO,
+    # SLURM, not the test session (which hides GPUs, see conftest), decides which devices a job sees
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    proc = subprocess.run(command, cwd=REPO, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT + 60)
     return workdir, proc
 

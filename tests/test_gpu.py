@@ -1,0 +1,63 @@
+"""The CUDA path of a phase: NCCL process group, teacher and student on the GPU, bf16 compute.
+
+Skipped where no GPU is visible (the rest of the suite hides GPUs to test the CPU path); on a GPU
+machine: `pytest tests/test_gpu.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import VISIBLE_GPUS, make_teacher, tiny_run_config
+from safetensors.torch import load_file
+
+from normgrow import config as cfg
+from normgrow.data import save_tokens
+
+GPU_ENV = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+if VISIBLE_GPUS is not None:
+    GPU_ENV["CUDA_VISIBLE_DEVICES"] = VISIBLE_GPUS
+
+
+def gpu_available() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                           capture_output=True, text=True, env=GPU_ENV)
+    return probe.stdout.strip() == "True"
+
+
+pytestmark = pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible")
+
+
+def test_a_bf16_phase_on_the_gpu_tracks_the_cpu_fp32_phase(tmp_path):
+    rng = np.random.default_rng(3)
+    docs = [[*rng.integers(1, 64, size=int(n)).tolist(), 0] for n in rng.integers(3, 14, size=40)]
+    save_tokens(docs, tmp_path / "tokens" / "train")
+    save_tokens(docs[:5], tmp_path / "tokens" / "valid")
+    (tmp_path / "tokens" / "meta.json").write_text(json.dumps({"boundary_id": 0}))
+    make_teacher().save_pretrained(tmp_path / "teacher")
+    config = tiny_run_config()
+    config["train"].update(phase_steps=8, batch_size=4, eval_every=4)
+    specs = {"cpu": cfg.phase_spec(config, "post-freeze", 7, 0)}
+    config["train"]["precision"] = "bf16"
+    config["teacher"]["dtype"] = "bfloat16"
+    specs["gpu"] = cfg.phase_spec(config, "post-freeze", 7, 0)
+    for name, spec in specs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(spec))
+        command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(tmp_path / f"{name}.json"),
+                   "--teacher", str(tmp_path / "teacher"), "--tokens", str(tmp_path / "tokens"),
+                   "--out", str(tmp_path / name)]
+        env = GPU_ENV if name == "gpu" else {**GPU_ENV, "CUDA_VISIBLE_DEVICES": ""}
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    weights = load_file(tmp_path / "gpu" / "student.safetensors")
+    assert {w.dtype for w in weights.values()} == {torch.float32}
+    gpu, cpu = pd.read_csv(tmp_path / "gpu" / "train.csv"), pd.read_csv(tmp_path / "cpu" / "train.csv")
+    assert (gpu["loss"] - cpu["loss"]).abs().max() < 0.05
+    assert gpu["tokens"].equals(cpu["tokens"])
