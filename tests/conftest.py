@@ -89,6 +89,17 @@ def tiny_run_config() -> dict:
     }
 
 
+def write_phase_inputs(root: Path, seed: int, documents: int, longest: int, valid: int) -> None:
+    """What a phase reads, under `root`: `documents` random documents of 3..`longest` tokens ending
+    in the boundary token 0 (tokens/train; the first `valid` also tokens/valid) and a tiny teacher."""
+    rng = np.random.default_rng(seed)
+    docs = [[*rng.integers(1, 64, size=int(n)).tolist(), 0] for n in rng.integers(3, longest, size=documents)]
+    save_tokens(docs, root / "tokens" / "train")
+    save_tokens(docs[:valid], root / "tokens" / "valid")
+    (root / "tokens" / "meta.json").write_text(json.dumps({"boundary_id": 0}))
+    make_teacher().save_pretrained(root / "teacher")
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> dict:
     """Tokens (train, valid) and a saved tiny teacher for `tiny_run_config`."""

@@ -10,15 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import make_teacher, tiny_run_config
+from conftest import tiny_run_config, write_phase_inputs
 from safetensors.torch import load_file
 
 from normgrow import config as cfg
-from normgrow.data import Batch, save_tokens
+from normgrow.data import Batch
 from normgrow.distributed import Ranks
 from normgrow.launch import torchrun_command
 
@@ -31,12 +30,8 @@ WEIGHT_TOLERANCE = 1e-4  # parameters after several AdamW updates
 def setup(tmp_path_factory) -> dict:
     """Tokens, a teacher, phase 0 of a 2-block grow run (one process) and phase 1's spec."""
     root = tmp_path_factory.mktemp("distributed")
-    rng = np.random.default_rng(3)
-    docs = [[*rng.integers(1, 64, size=int(n)).tolist(), 0] for n in rng.integers(3, 14, size=40)]
-    save_tokens(docs, root / "tokens" / "train")
-    save_tokens(docs[:5], root / "tokens" / "valid")  # 5 documents: the last batch is not divisible by 2 ranks
-    (root / "tokens" / "meta.json").write_text(json.dumps({"boundary_id": 0}))
-    make_teacher().save_pretrained(root / "teacher")
+    # 5 validation documents: the last batch is not divisible by 2 ranks
+    write_phase_inputs(root, seed=3, documents=40, longest=14, valid=5)
     config = tiny_run_config()
     config["train"].update(phase_steps=STEPS, batch_size=4, state_every=3, eval_every=4)
     config["curricula"] = {"grow": [{"active_blocks": 1}, {"active_blocks": 2}]}

@@ -11,15 +11,13 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import VISIBLE_GPUS, make_teacher, tiny_run_config
+from conftest import VISIBLE_GPUS, tiny_run_config, write_phase_inputs
 from safetensors.torch import load_file
 
 from normgrow import config as cfg
-from normgrow.data import save_tokens
 
 GPU_ENV = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
 if VISIBLE_GPUS is not None:
@@ -36,12 +34,7 @@ pytestmark = pytest.mark.skipif(not gpu_available(), reason="no CUDA device visi
 
 
 def test_a_bf16_phase_on_the_gpu_tracks_the_cpu_fp32_phase(tmp_path):
-    rng = np.random.default_rng(3)
-    docs = [[*rng.integers(1, 64, size=int(n)).tolist(), 0] for n in rng.integers(3, 14, size=40)]
-    save_tokens(docs, tmp_path / "tokens" / "train")
-    save_tokens(docs[:5], tmp_path / "tokens" / "valid")
-    (tmp_path / "tokens" / "meta.json").write_text(json.dumps({"boundary_id": 0}))
-    make_teacher().save_pretrained(tmp_path / "teacher")
+    write_phase_inputs(tmp_path, seed=3, documents=40, longest=14, valid=5)
     config = tiny_run_config()
     config["train"].update(phase_steps=8, batch_size=4, eval_every=4)
     specs = {"cpu": cfg.phase_spec(config, "post-freeze", 7, 0)}

@@ -9,12 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-from conftest import make_teacher, tiny_run_config
+from conftest import tiny_run_config, write_phase_inputs
 
 from normgrow import config as cfg
-from normgrow.data import save_tokens
 
 STEPS, STATE_EVERY = 12, 3
 DECLARED = ("student.safetensors", "state.json", "train.csv", "eval.csv")
@@ -23,12 +21,7 @@ DECLARED = ("student.safetensors", "state.json", "train.csv", "eval.csv")
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("resume")
-    rng = np.random.default_rng(1)
-    docs = [[*rng.integers(1, 64, size=int(n)).tolist(), 0] for n in rng.integers(3, 12, size=30)]
-    save_tokens(docs, root / "tokens" / "train")
-    save_tokens(docs[:4], root / "tokens" / "valid")
-    (root / "tokens" / "meta.json").write_text(json.dumps({"boundary_id": 0}))
-    make_teacher().save_pretrained(root / "teacher")
+    write_phase_inputs(root, seed=1, documents=30, longest=12, valid=4)
     config = tiny_run_config()
     config["train"].update(phase_steps=STEPS, state_every=STATE_EVERY, eval_every=4)
     config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 3}
