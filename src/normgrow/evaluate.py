@@ -17,24 +17,23 @@ from normgrow.objective import Objective, loss_positions
 
 @torch.no_grad()
 def evaluate_student(student, teacher, batches: list[Batch], objective: Objective, chunk: int = 4096,
-                     ranks=None, pad_id: int = 0) -> dict[str, float]:
-    """CE, KD and PPL of the student on `batches`; with `ranks` (a sharded student), every rank
-    evaluates its rows of each batch and the sums are combined. (`no_grad`, not inference mode:
-    FSDP reuses the gathered parameters in training afterwards.)"""
+                     ranks=None) -> dict[str, float]:
+    """CE, KD and PPL of the student on `batches`. With `ranks` (a sharded student), `batches` are
+    this rank's rows of the validation batches (`Ranks.rows`, once per phase) and the sums are
+    combined over ranks. (`no_grad`, not inference mode: FSDP reuses the gathered parameters in
+    training afterwards.)"""
     was_training = student.training
     student.eval()
-    ce = kd = 0.0
-    count = 0
+    ce = kd = count = 0.0
     for batch in batches:
-        local = ranks.rows(batch, pad_id) if ranks else batch
-        terms = distillation_terms(student, teacher, local, objective, chunk, normalizer=1.0)
+        terms = distillation_terms(student, teacher, batch, objective, chunk, normalizer=1.0)
         ce += float(terms["ce"])
         kd += float(terms["kd"])
         count += int(loss_positions(batch.attention_mask).sum())
     if ranks:
-        ce, kd = ranks.sum(ce, kd)
+        ce, kd, count = ranks.sum(ce, kd, count)
     student.train(was_training)
-    return {"ce": ce / count, "kd": kd / count, "ppl": math.exp(ce / count), "positions": count}
+    return {"ce": ce / count, "kd": kd / count, "ppl": math.exp(ce / count), "positions": int(count)}
 
 
 @torch.inference_mode()

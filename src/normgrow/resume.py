@@ -114,7 +114,7 @@ class ResumeStore:
             return None
         model_state, optimizer_state = get_state_dict(model, optimizer)
         state = {"model": model_state, "optimizer": optimizer_state}
-        dcp.load(state, checkpoint_id=directory)
+        dcp.load(state, checkpoint_id=directory)  # in place into the tensors get_state_dict returned
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
         return torch.load(directory / "extra.pt", weights_only=False)
 

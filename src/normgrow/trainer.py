@@ -155,7 +155,8 @@ def train_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path 
     objective = Objective(**spec["objective"])
 
     store = TokenStore(tokens_dir / "train")
-    valid = fixed_batches(TokenStore(tokens_dir / "valid"), train["batch_size"], pad_id)
+    valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), train["batch_size"], pad_id)
+    valid = [ranks.rows(batch, pad_id) for batch in valid_batches]  # this rank's rows, once per phase
     start_state = phase_start_state(phase["data"], DataState(**before["data"]), spec["shard_docs"])
     batches = DocumentIterator(store, start_state, spec["shard_docs"], train["batch_size"], pad_id, seed)
     layers = phase["active_blocks"] * s["layers_per_block"]
@@ -212,7 +213,7 @@ def train_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path 
             if t in snapshots and t < phase["steps"]:
                 save_student(student, resume.directory / "snapshots" / f"step{global_step}.safetensors")
             if t % train["eval_every"] == 0 or t == phase["steps"]:
-                metrics = evaluate_student(student, teacher, valid, objective, train["loss_chunk"], ranks, pad_id)
+                metrics = evaluate_student(student, teacher, valid, objective, train["loss_chunk"], ranks)
                 eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"],
                                   "kd": metrics["kd"], "ppl": metrics["ppl"]})
                 print(f"{label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
