@@ -1,23 +1,40 @@
 """Throughput and memory of one distillation step: normgrow's step against a naive baseline.
 
-    python benchmarks/distill_step.py [--shapes embedded paper-shape] [--reps 5] [--peak-tflops 0.2]
+    python benchmarks/distill_step.py [--shapes embedded paper-shape paper] [--reps 5] [--peak-tflops X]
+
+Shapes (one rank's share of a step):
+- `embedded`: config.yaml's sizes (the small teacher it pretrains, its student, batch and length);
+- `paper-shape`: the paper's layer and vocabulary shapes at reduced depth and length, which fit a
+  24 GB CPU machine (hidden 4096, 32/8 heads, intermediate 12288, vocabulary 151,936, one layer
+  each, 2 × ≤64 tokens);
+- `paper`: configs/paper.yaml with the Qwen3-8B-Base shape (configs/teachers/qwen3-8b-base): the
+  36-layer bf16 teacher, the 3 × 3-layer student, one GPU's 8 of the 64 documents of ≤8,192 tokens,
+  bf16 compute, activation checkpointing. Needs one GPU with about 100 GB (H100 NVL, H200).
 
 For each shape it runs, each in a fresh subprocess (so peak memory is its own):
-- `ours`: the trainer's step on one rank — teacher under inference mode, student forward, KD + CE
-  chunked over positions and fused with both LM heads (normgrow.forward.distillation_terms),
-  backward, clip, fused AdamW (normgrow.trainer.build_optimizer); the FSDP2 wrapper the trainer
-  adds for sharding is left out, as it is from the baseline;
+- `ours`: the trainer's step (normgrow.trainer) in a world of one — the student under FSDP2 with
+  the config's precision and activation checkpointing, the teacher once under inference mode, KD +
+  CE chunked over positions and fused with both LM heads (normgrow.forward.distillation_terms),
+  backward, clipping, fused AdamW;
 - `naive`: the same step written the obvious way — stock `Qwen3ForCausalLM`-style full logits for
   teacher (no_grad) and student over the whole padded micro-batch, fp32 log-softmax KL and CE, the
-  default AdamW;
+  default AdamW; bf16 autocast where the config computes in bf16;
 - `loss-ours` / `loss-naive`: the KD + CE part alone (hidden states → loss → backward into the
   hidden states and the student head) at the shape's vocabulary, on `loss_positions` positions
   (the paper shape uses hidden 512 here, so that the logits, not the head's gradient, dominate).
-It prints the median step time over `--reps` repetitions after one warm-up, tokens/s, peak memory
-above the loaded models (max RSS − RSS before the first step), the ratio ours/naive measured in the
-same run, and MFU = FLOPs / time / peak, with FLOPs = 2·N_teacher·tokens + 6·N_student·tokens
-(N: matmul parameters incl. LM heads; attention scores ignored at these lengths); for the loss
-alone, 8·V·H·positions.
+
+It runs on the GPU when one is visible (`CUDA_VISIBLE_DEVICES=` forces the CPU) and prints the
+median step time over `--reps` repetitions after one warm-up, tokens/s, peak memory above the loaded
+models (GPU: max allocated − allocated before the first step; CPU: max RSS − RSS before it), the
+ratios ours/naive measured in the same run ("OOM" when a variant runs out of memory), and
+MFU = FLOPs / time / peak, where
+
+    FLOPs = 2·N_teacher·tokens + 6·N_student·tokens + 4·A·(L_teacher + 3·L_student)·Σ_rows n(n+1)/2
+
+(N: matmul parameters incl. LM heads; tokens: non-padding tokens; A = heads × head dim; L: layers;
+the last term is causal attention, scores and values, over rows of n tokens; activation
+recomputation is not counted), and for the loss alone 8·V·H·positions. The peak is `--peak-tflops`,
+or on a GPU the dense bf16 peak of the card, known for H100, H200 and A100.
 """
 
 from __future__ import annotations
@@ -29,68 +46,112 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-SHAPES = {
-    # the embedded default's sizes (config.yaml): teacher 4 layers, student 3 blocks × 2 layers
-    "embedded": dict(vocab=2048, hidden=128, heads=4, kv_heads=2, head_dim=32, intermediate=384,
-                     teacher_layers=4, blocks=3, layers_per_block=2, batch=8, seq=128, loss_positions=1024),
-    # the paper's layer and vocabulary shapes at reduced depth and length (fits 24 GB)
-    "paper-shape": dict(vocab=151936, hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=12288,
-                        teacher_layers=1, blocks=1, layers_per_block=1, batch=2, seq=64, teacher_dtype="bfloat16",
-                        # KD + CE alone where logits dominate: vocabulary 151,936, 2,048 positions, hidden 512
-                        loss_positions=2048, loss_hidden=512),
-}
+REPO = Path(__file__).resolve().parents[1]
+VARIANTS = ["naive", "ours", "loss-naive", "loss-ours"]
+PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}  # dense bf16 per GPU (NVIDIA datasheets)
+OPTIMIZER = {"lr": 1e-4, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.0}
+GRAD_CLIP = 0.5
 
 
-def rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+def config_shape(files: list[str], teacher_config: str | None = None, **extra) -> dict:
+    """One rank's share of a step of a configuration (config files merged in order, as
+    `--configfile` does; teacher dimensions from `teacher_config`/config.json, or the pretrained
+    teacher's)."""
+    import yaml
+
+    from normgrow.cli import merge
+    from normgrow.config import launch_ranks, validate_config
+
+    config: dict = {}
+    for name in files:
+        merge(config, yaml.safe_load((REPO / name).read_text()))
+    config = validate_config(config, REPO / "workflow" / "schemas" / "config.schema.yaml")
+    if teacher_config:
+        teacher = json.loads((REPO / teacher_config / "config.json").read_text())
+    else:
+        keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+                "intermediate_size", "max_position_embeddings")
+        teacher = {k: config["teacher"]["pretrain"][k] for k in keys}
+        teacher["vocab_size"] = config["tokenizer"]["vocab_size"]
+    ranks = launch_ranks(config)
+    train = config["train"]
+    return dict(teacher=teacher, teacher_dtype=config["teacher"]["dtype"], blocks=config["student"]["blocks"],
+                layers_per_block=config["student"]["layers_per_block"],
+                rows=train["batch_size"] // (ranks["ranks_per_node"] * ranks["nodes"]),
+                seq=config["data"]["max_length"], loss_chunk=train["loss_chunk"], precision=train["precision"],
+                activation_checkpointing=train["activation_checkpointing"], **extra)
 
 
-def max_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def shape(name: str) -> dict:
+    if name == "embedded":
+        return config_shape(["config.yaml"], loss_positions=1024)
+    if name == "paper":
+        return config_shape(["config.yaml", "configs/paper.yaml"], "configs/teachers/qwen3-8b-base",
+                            loss_positions=8192, needs_gpu=True)
+    # the paper's layer and vocabulary shapes at reduced depth and length (fits 24 GB); KD + CE alone
+    # where logits dominate: vocabulary 151,936, 2,048 positions, hidden 512
+    teacher = dict(vocab_size=151936, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                   intermediate_size=12288, num_hidden_layers=1, max_position_embeddings=512)
+    return dict(teacher=teacher, teacher_dtype="bfloat16", blocks=1, layers_per_block=1, rows=2, seq=64,
+                loss_chunk=4096, precision="fp32", activation_checkpointing=False, loss_positions=2048,
+                loss_hidden=512)
 
 
-def matmul_params(module) -> int:
-    import torch
-
-    return sum(m.weight.numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
+SHAPES = ["embedded", "paper-shape", "paper"]
 
 
-def build(shape: dict):
-    """Teacher (bf16 at the paper's shape, as on GPU) and student; the student's frozen embedding
-    shares the teacher's tensor so that the paper shape fits this machine (both variants alike)."""
+def build(s: dict, device):
+    """The teacher (built on the device in its dtype) and the student (built on the CPU from the
+    teacher, as the trainer does)."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from normgrow.student import BlockStackStudent
+    from normgrow.teacher import DTYPES
 
-    config = Qwen3Config(vocab_size=shape["vocab"], hidden_size=shape["hidden"], num_attention_heads=shape["heads"],
-                         num_key_value_heads=shape["kv_heads"], head_dim=shape["head_dim"],
-                         intermediate_size=shape["intermediate"], num_hidden_layers=shape["teacher_layers"],
-                         max_position_embeddings=max(512, shape["seq"]), tie_word_embeddings=False)
+    config = Qwen3Config(**{**s["teacher"], "tie_word_embeddings": False})
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    teacher = Qwen3ForCausalLM(config).eval().requires_grad_(False)
-    student = BlockStackStudent.from_teacher(teacher, "pre", shape["blocks"], shape["layers_per_block"], seed=0)
-    student.embed_tokens.weight = teacher.get_input_embeddings().weight
-    student.set_trainable(list(range(shape["blocks"])))
-    if shape.get("teacher_dtype") == "bfloat16":
-        teacher.to(torch.bfloat16)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(DTYPES[s["teacher_dtype"]])
+    try:
+        with torch.device(device):
+            teacher = Qwen3ForCausalLM(config).eval().requires_grad_(False)
+    finally:
+        torch.set_default_dtype(default)
+    student = BlockStackStudent.from_teacher(teacher, "pre", s["blocks"], s["layers_per_block"], seed=0)
+    student.set_trainable(list(range(s["blocks"])))
     return teacher, student
 
 
-def batch_for(shape: dict):
+def batch_for(s: dict):
+    """`rows` documents, one of `seq` tokens and the others between seq/2 and seq."""
     import numpy as np
 
     from normgrow.data import collate
 
     rng = np.random.default_rng(0)
-    lengths = [shape["seq"]] + list(rng.integers(shape["seq"] // 2, shape["seq"] + 1, size=shape["batch"] - 1))
-    return collate([rng.integers(1, shape["vocab"], size=int(n)) for n in lengths], pad_id=0)
+    lengths = [s["seq"]] + list(rng.integers(s["seq"] // 2, s["seq"] + 1, size=s["rows"] - 1))
+    return collate([rng.integers(1, s["teacher"]["vocab_size"], size=int(n)) for n in lengths], pad_id=0)
 
 
-def naive_terms(student, teacher, batch, objective):
+def step_flops(s: dict, teacher, student, batch) -> int:
+    """Useful FLOPs of one step (see the module docstring)."""
+    import torch
+
+    def matmul_params(module) -> int:
+        return sum(m.weight.numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
+
+    lengths = batch.attention_mask.sum(dim=1).tolist()
+    attention = 4 * s["teacher"]["num_attention_heads"] * s["teacher"]["head_dim"] * sum(n * (n + 1) // 2
+                                                                                         for n in lengths)
+    layers = s["teacher"]["num_hidden_layers"] + 3 * s["blocks"] * s["layers_per_block"]
+    return (2 * matmul_params(teacher) + 6 * matmul_params(student)) * batch.tokens + attention * layers
+
+
+def naive_terms(student, teacher, batch, objective, precision):
     """Full logits for the whole padded micro-batch, fp32 log-softmax, then the loss positions."""
     import torch
 
@@ -99,97 +160,183 @@ def naive_terms(student, teacher, batch, objective):
     positions, labels = positions_and_labels(batch)
     with torch.no_grad():
         teacher_logits = teacher(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits.float()
-    student_logits = student.lm_head(student(batch.input_ids, batch.attention_mask)).float()
+    with torch.autocast(batch.input_ids.device.type, torch.bfloat16, enabled=precision == "bf16"):
+        student_logits = student.lm_head(student(batch.input_ids, batch.attention_mask)).float()
     return objective(student_logits[positions], teacher_logits[positions], labels)
+
+
+def loss_step(s: dict, variant: str, device):
+    """KD + CE alone on random hidden states: (step, tokens, flops)."""
+    import torch
+
+    from normgrow.objective import Objective, fused_objective
+
+    n, v, h = s["loss_positions"], s["teacher"]["vocab_size"], s.get("loss_hidden", s["teacher"]["hidden_size"])
+    head = (torch.randn(v, h, device=device) * 0.02).requires_grad_()
+    t_head = torch.randn(v, h, device=device) * 0.02
+    hidden = torch.randn(n, h, device=device, requires_grad=True)
+    teacher_hidden = torch.randn(n, h, device=device)
+    labels = torch.randint(0, v, (n,), device=device)
+    objective = Objective()
+
+    def step():
+        if variant == "loss-ours":
+            terms = fused_objective(objective, hidden, head, teacher_hidden, t_head, labels, chunk=256)
+        else:
+            terms = objective(hidden @ head.T, teacher_hidden @ t_head.T, labels)
+        terms["total"].backward()
+        hidden.grad = head.grad = None
+
+    return step, n, 8 * v * h * n  # teacher head forward (2) + student head forward and backward (6)
+
+
+def full_step(s: dict, variant: str, ranks):
+    """One training update, the trainer's way (`ours`) or the obvious way (`naive`): (step, tokens, flops)."""
+    import torch
+
+    from normgrow.distributed import shard_student
+    from normgrow.forward import distillation_terms
+    from normgrow.objective import Objective
+    from normgrow.trainer import build_optimizer, clip_gradients
+
+    teacher, student = build(s, ranks.device)
+    batch = ranks.rows(batch_for(s), pad_id=0)
+    flops = step_flops(s, teacher, student, batch)
+    objective = Objective()
+    if variant == "ours":
+        student.activation_checkpointing = s["activation_checkpointing"]
+        shard_student(student, ranks, s["precision"])
+        optimizer = build_optimizer(student, OPTIMIZER)
+    else:
+        student.to(ranks.device)
+        optimizer = torch.optim.AdamW([p for p in student.parameters() if p.requires_grad], lr=OPTIMIZER["lr"],
+                                      betas=OPTIMIZER["betas"], weight_decay=OPTIMIZER["weight_decay"])
+    params = [p for p in student.parameters() if p.requires_grad]
+
+    def step():
+        if variant == "ours":
+            terms = distillation_terms(student, teacher, batch, objective, s["loss_chunk"])
+            (terms["total"] * ranks.world).backward()
+            clip_gradients(params, GRAD_CLIP)
+        else:
+            naive_terms(student, teacher, batch, objective, s["precision"])["total"].backward()
+            torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step, batch.tokens, flops
+
+
+class Memory:
+    """Peak memory of the steps above what is allocated before them: CUDA allocator or process RSS."""
+
+    def __init__(self, device):
+        import torch
+
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated() / 2**20
+        else:
+            with open("/proc/self/statm") as f:
+                self.base = int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+    def sync(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def peak_mb(self) -> float:
+        import torch
+
+        if self.cuda:
+            return torch.cuda.max_memory_allocated() / 2**20 - self.base
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - self.base
 
 
 def run_variant(shape_name: str, variant: str, reps: int) -> dict:
     import torch
 
-    from normgrow.forward import distillation_terms
-    from normgrow.objective import Objective, fused_objective
-    from normgrow.trainer import build_optimizer, clip_gradients
+    from normgrow.distributed import process_group
 
-    shape = SHAPES[shape_name]
-    objective = Objective()
-    if variant.startswith("loss"):
-        n, v, h = shape["loss_positions"], shape["vocab"], shape.get("loss_hidden", shape["hidden"])
-        head = (torch.randn(v, h) * 0.02).requires_grad_()
-        t_head = torch.randn(v, h) * 0.02
-        hidden = torch.randn(n, h, requires_grad=True)
-        teacher_hidden = torch.randn(n, h)
-        labels = torch.randint(0, v, (n,))
-        tokens, flops = n, 8 * v * h * n  # teacher head forward (2) + student head forward and backward (6)
-
-        def step():
-            if variant == "loss-ours":
-                terms = fused_objective(objective, hidden, head, teacher_hidden, t_head, labels, chunk=256)
+    s = shape(shape_name)
+    with process_group() as ranks:  # a world of one, on the GPU if one is visible
+        if s.get("needs_gpu") and ranks.device.type != "cuda":
+            raise SystemExit(f"shape {shape_name!r} needs a GPU (with CUDA_VISIBLE_DEVICES unset)")
+        result = {"shape": shape_name, "variant": variant, "device": ranks.device.type}
+        try:
+            if variant.startswith("loss"):
+                step, tokens, flops = loss_step(s, variant, ranks.device)
             else:
-                terms = objective(hidden @ head.T, teacher_hidden @ t_head.T, labels)
-            terms["total"].backward()
-            hidden.grad = head.grad = None
-    else:
-        teacher, student = build(shape)
-        batch = batch_for(shape)
-        tokens = batch.tokens
-        flops = (2 * matmul_params(teacher) + 6 * matmul_params(student)) * tokens
-        params = [p for p in student.parameters() if p.requires_grad]
-        train = {"lr": 1e-4, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.0}
-        if variant == "ours":  # the trainer's optimizer and clipping
-            optimizer = build_optimizer(student, train)
-        else:
-            optimizer = torch.optim.AdamW(params, lr=train["lr"], betas=train["betas"], weight_decay=0.0)
+                step, tokens, flops = full_step(s, variant, ranks)
+            memory = Memory(ranks.device)
+            times = []
+            for i in range(reps + 1):
+                start = time.perf_counter()
+                step()
+                memory.sync()
+                if i:
+                    times.append(time.perf_counter() - start)
+        except torch.OutOfMemoryError:
+            return {**result, "oom": True}
+        return {**result, "seconds": statistics.median(times), "tokens": tokens, "flops": flops,
+                "peak_mb": memory.peak_mb()}
 
-        def step():
-            if variant == "ours":
-                terms = distillation_terms(student, teacher, batch, objective, chunk=4096)
-                terms["total"].backward()
-                clip_gradients(params, 0.5)
-            else:
-                terms = naive_terms(student, teacher, batch, objective)
-                terms["total"].backward()
-                torch.nn.utils.clip_grad_norm_(params, 0.5)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-    base = rss_mb()
-    times = []
-    for i in range(reps + 1):
-        start = time.perf_counter()
-        step()
-        if i:
-            times.append(time.perf_counter() - start)
-    return {"shape": shape_name, "variant": variant, "seconds": statistics.median(times), "tokens": tokens,
-            "peak_mb": max_rss_mb() - base, "flops": flops}
+
+def peak_tflops(device: str, given: float | None) -> float | None:
+    """`--peak-tflops`, else the card's dense bf16 peak if known; None: MFU is not printed."""
+    if given:
+        return given
+    return next((peak for card, peak in PEAK_TFLOPS.items() if card in device), None)
+
+
+def row(r: dict, peak: float | None, baseline: dict | None) -> str:
+    head = f"{r['shape']:12} {r['variant']:11}"
+    if r.get("oom"):
+        return f"{head} {'out of memory':>9}"
+    mfu = f"{r['flops'] / r['seconds'] / (peak * 1e12):7.1%}" if peak else f"{'-':>7}"
+    line = f"{head} {r['seconds']:9.4f} {r['tokens'] / r['seconds']:10.0f} {r['peak_mb']:9.0f} {mfu}"
+    if baseline and baseline.get("oom"):
+        line += f" {'naive OOM':>17} {'naive OOM':>18}"
+    elif baseline:
+        line += f" {baseline['seconds'] / r['seconds']:16.2f}x {r['peak_mb'] / max(baseline['peak_mb'], 1e-9):17.2f}x"
+    return line
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--shapes", nargs="+", default=["embedded", "paper-shape"], choices=SHAPES)
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--variants", nargs="+", default=["naive", "ours", "loss-naive", "loss-ours"],
-                        choices=["naive", "ours", "loss-naive", "loss-ours"])
-    parser.add_argument("--peak-tflops", type=float, default=0.2, help="device peak, TFLOP/s (CPU: give yours)")
+    parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
+    parser.add_argument("--peak-tflops", type=float,
+                        help="the device's peak, TFLOP/s (default: known GPUs' dense bf16 peak; no MFU on CPU)")
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant:  # child process: one measurement, printed as JSON
         print(json.dumps(run_variant(args.shape, args.variant, args.reps)))
         return
+    import torch
+
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    peak = peak_tflops(device, args.peak_tflops)
+    if device == "cpu" and any(shape(name).get("needs_gpu") for name in args.shapes):
+        parser.error("shape 'paper' needs a GPU (none is visible)")
+    print(f"device: {device}; " + (f"MFU against {peak} TFLOP/s" if peak else "no MFU (give --peak-tflops)"))
     print(f"{'shape':12} {'variant':11} {'step s':>9} {'tokens/s':>10} {'peak MB':>9} {'MFU':>7} "
-          f"{'speed ours/naive':>17} {'memory ours/naive':>18}")
-    for shape in args.shapes:
+          f"{'speed ours/naive':>17} {'memory ours/naive':>18}", flush=True)
+    for name in args.shapes:
         results = {}
         for variant in args.variants:
-            out = subprocess.run([sys.executable, __file__, "--shape", shape, "--variant", variant,
-                                  "--reps", str(args.reps)], capture_output=True, text=True, check=True)
+            out = subprocess.run([sys.executable, __file__, "--shape", name, "--variant", variant,
+                                  "--reps", str(args.reps)], capture_output=True, text=True)
+            if out.returncode:
+                sys.exit(f"{name} {variant} failed:\n{out.stderr[-3000:]}")
             r = results[variant] = json.loads(out.stdout.strip().splitlines()[-1])
-            line = (f"{shape:12} {variant:11} {r['seconds']:9.4f} {r['tokens'] / r['seconds']:10.0f} "
-                    f"{r['peak_mb']:9.0f} {r['flops'] / r['seconds'] / (args.peak_tflops * 1e12):7.1%}")
-            baseline = results.get(variant.replace("ours", "naive"))
-            if variant.endswith("ours") and baseline:
-                line += (f" {baseline['seconds'] / r['seconds']:16.2f}x"
-                         f" {r['peak_mb'] / max(baseline['peak_mb'], 1e-9):17.2f}x")
-            print(line, flush=True)
+            baseline = results.get(variant.replace("ours", "naive")) if variant.endswith("ours") else None
+            print(row(r, peak, baseline), flush=True)
 
 
 if __name__ == "__main__":

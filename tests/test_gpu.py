@@ -14,7 +14,7 @@ import sys
 import pandas as pd
 import pytest
 import torch
-from conftest import VISIBLE_GPUS, tiny_run_config, write_phase_inputs
+from conftest import REPO, VISIBLE_GPUS, tiny_run_config, write_phase_inputs
 from safetensors.torch import load_file
 
 from normgrow import config as cfg
@@ -54,3 +54,11 @@ def test_a_bf16_phase_on_the_gpu_tracks_the_cpu_fp32_phase(tmp_path):
     gpu, cpu = pd.read_csv(tmp_path / "gpu" / "train.csv"), pd.read_csv(tmp_path / "cpu" / "train.csv")
     assert (gpu["loss"] - cpu["loss"]).abs().max() < 0.05
     assert gpu["tokens"].equals(cpu["tokens"])
+
+
+def test_the_benchmark_measures_the_step_and_its_mfu_on_the_gpu():
+    command = [sys.executable, str(REPO / "benchmarks" / "distill_step.py"), "--shapes", "embedded", "--reps", "2",
+               "--variants", "naive", "ours", "--peak-tflops", "100"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=600, env=GPU_ENV, check=True).stdout
+    ours = out.splitlines()[-1].split()
+    assert ours[1] == "ours" and ours[5].endswith("%") and ours[6].endswith("x")
