@@ -16,6 +16,8 @@ For each shape it runs, each in a fresh subprocess (so peak memory is its own):
   the config's precision and activation checkpointing, the teacher once under inference mode, KD +
   CE chunked over positions and fused with both LM heads (normgrow.forward.distillation_terms),
   backward, clipping, fused AdamW;
+- `ours-compiled` (on request): `ours` with `train.compile`, every decoder layer compiled (the
+  compile happens in the warm-up step, which is not timed);
 - `naive`: the same step written the obvious way — stock `Qwen3ForCausalLM`-style full logits for
   teacher (no_grad) and student over the whole padded micro-batch, fp32 log-softmax KL and CE, the
   default AdamW; bf16 autocast where the config computes in bf16;
@@ -49,7 +51,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ["naive", "ours", "loss-naive", "loss-ours"]
+VARIANTS = ["naive", "ours", "ours-compiled", "loss-naive", "loss-ours"]
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}  # dense bf16 per GPU (NVIDIA datasheets)
 OPTIMIZER = {"lr": 1e-4, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.0}
 GRAD_CLIP = 0.5
@@ -191,7 +193,8 @@ def loss_step(s: dict, variant: str, device):
 
 
 def full_step(s: dict, variant: str, ranks):
-    """One training update, the trainer's way (`ours`) or the obvious way (`naive`): (step, tokens, flops)."""
+    """One training update, the trainer's way (`ours`, `ours-compiled`: with `train.compile`) or the
+    obvious way (`naive`): (step, tokens, flops)."""
     import torch
 
     from normgrow.distributed import shard_student
@@ -203,8 +206,10 @@ def full_step(s: dict, variant: str, ranks):
     batch = ranks.rows(batch_for(s), pad_id=0)
     flops = step_flops(s, teacher, student, batch)
     objective = Objective()
-    if variant == "ours":
+    if variant.startswith("ours"):
         student.activation_checkpointing = s["activation_checkpointing"]
+        if variant == "ours-compiled":
+            student.compile_layers()
         shard_student(student, ranks, s["precision"])
         optimizer = build_optimizer(student, OPTIMIZER)
     else:
@@ -214,7 +219,7 @@ def full_step(s: dict, variant: str, ranks):
     params = [p for p in student.parameters() if p.requires_grad]
 
     def step():
-        if variant == "ours":
+        if variant.startswith("ours"):
             terms = distillation_terms(student, teacher, batch, objective, s["loss_chunk"])
             (terms["total"] * ranks.world).backward()
             clip_gradients(params, GRAD_CLIP)
@@ -293,7 +298,7 @@ def peak_tflops(device: str, given: float | None) -> float | None:
 
 
 def row(r: dict, peak: float | None, baseline: dict | None) -> str:
-    head = f"{r['shape']:12} {r['variant']:11}"
+    head = f"{r['shape']:12} {r['variant']:13}"
     if r.get("oom"):
         return f"{head} {'out of memory':>9}"
     mfu = f"{r['flops'] / r['seconds'] / (peak * 1e12):7.1%}" if peak else f"{'-':>7}"
@@ -309,7 +314,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", nargs="+", default=["embedded", "paper-shape"], choices=SHAPES)
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
+    parser.add_argument("--variants", nargs="+", default=[v for v in VARIANTS if v != "ours-compiled"],
+                        choices=VARIANTS, help="ours-compiled: ours with train.compile (slow to compile on CPU)")
     parser.add_argument("--peak-tflops", type=float,
                         help="the device's peak, TFLOP/s (default: known GPUs' dense bf16 peak; no MFU on CPU)")
     parser.add_argument("--variant", help=argparse.SUPPRESS)
@@ -325,7 +331,7 @@ def main() -> None:
     if device == "cpu" and any(shape(name).get("needs_gpu") for name in args.shapes):
         parser.error("shape 'paper' needs a GPU (none is visible)")
     print(f"device: {device}; " + (f"MFU against {peak} TFLOP/s" if peak else "no MFU (give --peak-tflops)"))
-    print(f"{'shape':12} {'variant':11} {'step s':>9} {'tokens/s':>10} {'peak MB':>9} {'MFU':>7} "
+    print(f"{'shape':12} {'variant':13} {'step s':>9} {'tokens/s':>10} {'peak MB':>9} {'MFU':>7} "
           f"{'speed ours/naive':>17} {'memory ours/naive':>18}", flush=True)
     for name in args.shapes:
         results = {}
@@ -335,7 +341,8 @@ def main() -> None:
             if out.returncode:
                 sys.exit(f"{name} {variant} failed:\n{out.stderr[-3000:]}")
             r = results[variant] = json.loads(out.stdout.strip().splitlines()[-1])
-            baseline = results.get(variant.replace("ours", "naive")) if variant.endswith("ours") else None
+            baseline = results.get("loss-naive" if variant.startswith("loss") else "naive") if "ours" in variant \
+                else None
             print(row(r, peak, baseline), flush=True)
 
 

@@ -103,6 +103,12 @@ class BlockStackStudent(nn.Module):
         self.lm_head.requires_grad_(True)
         self.embed_tokens.requires_grad_(False)
 
+    def compile_layers(self) -> None:
+        """`torch.compile` every decoder layer (`train.compile`); the first forward compiles."""
+        for block in self.blocks:
+            for layer in block:
+                layer.compile()
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 skip_block: int | None = None, boundaries: list | None = None, loss=None):
         """Final hidden states (B, T, H) of the active stack, before the LM head — or, if `loss` is

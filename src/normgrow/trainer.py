@@ -146,10 +146,8 @@ def train_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path 
     student.activation_checkpointing = train["activation_checkpointing"]
     student.set_trainable(trainable_blocks(phase))
     student.train()
-    if train.get("compile"):  # torch.compile each decoder layer (slow first compile; off by default)
-        for block in student.blocks:
-            for layer in block:
-                layer.compile()
+    if train.get("compile"):  # slow first compile; off by default
+        student.compile_layers()
     shard_student(student, ranks, train["precision"])
     optimizer = build_optimizer(student, train)
     objective = Objective(**spec["objective"])
