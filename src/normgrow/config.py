@@ -178,6 +178,13 @@ def launch_ranks(config: dict) -> dict[str, int]:
     return {"ranks_per_node": train["ranks_per_node"] or max(train["gpus"], 1), "nodes": train["nodes"]}
 
 
+def check_batch_size(config: dict) -> int:
+    """Documents per batch of the teacher check (one GPU): one training rank's share of a batch,
+    a size the training plan already fits on one GPU next to the teacher."""
+    ranks = launch_ranks(config)
+    return max(1, config["train"]["batch_size"] // (ranks["ranks_per_node"] * ranks["nodes"]))
+
+
 def job_resources(config: dict, group: str) -> dict:
     """Snakemake resources of a job of `group` (train, model, data) for the SLURM executor plugin.
 

@@ -11,7 +11,7 @@ import math
 import torch
 
 from normgrow.data import Batch
-from normgrow.forward import causal_lm_logits, distillation_terms, positions_and_labels
+from normgrow.forward import causal_lm_hidden, distillation_terms, positions_and_labels
 from normgrow.objective import Objective, loss_positions
 
 
@@ -37,14 +37,18 @@ def evaluate_student(student, teacher, batches: list[Batch], objective: Objectiv
 
 
 @torch.inference_mode()
-def causal_lm_ce(model, batches: list[Batch]) -> float:
-    """Token-weighted next-token CE of a causal LM over the batches' loss positions."""
+def causal_lm_ce(model, batches: list[Batch], chunk: int = 4096) -> float:
+    """Token-weighted next-token CE of a causal LM over the batches' loss positions. Logits are
+    formed `chunk` positions at a time, in fp32, so no (positions × vocabulary) tensor exists."""
     total, count = 0.0, 0
     device = next(model.parameters()).device
+    head = model.get_output_embeddings()
     for batch in batches:
         batch = Batch(batch.input_ids.to(device), batch.attention_mask.to(device))
         positions, labels = positions_and_labels(batch)
-        logits = causal_lm_logits(model, batch, positions).float()
-        total += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
+        hidden = causal_lm_hidden(model, batch, positions)
+        for start in range(0, len(labels), chunk):
+            logits = head(hidden[start:start + chunk]).float()
+            total += float(torch.nn.functional.cross_entropy(logits, labels[start:start + chunk], reduction="sum"))
         count += len(labels)
     return total / count

@@ -63,28 +63,30 @@ def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed
     return model.eval()
 
 
-def unigram_ce(train: TokenStore, valid: TokenStore, vocab_size: int) -> float:
+def unigram_ce(train: TokenStore, valid: TokenStore, vocab_size: int, chunk: int = 10_000) -> float:
     """CE of the add-one-smoothed unigram distribution of the training tokens, on the validation
     next-token labels (every token but the first of each document) — the baseline a teacher
     must beat."""
     counts = np.ones(vocab_size, dtype=np.float64)
-    for ids in train.get(list(range(len(train)))):
-        counts += np.bincount(ids, minlength=vocab_size)
+    for start in range(0, len(train), chunk):  # `chunk` documents in memory at a time
+        for ids in train.get(list(range(start, min(start + chunk, len(train))))):
+            counts += np.bincount(ids, minlength=vocab_size)
     log_p = np.log(counts / counts.sum())
     labels = np.concatenate([ids[1:] for ids in valid.get(list(range(len(valid))))])
     return float(-log_p[labels].mean())
 
 
 def check_teacher(teacher, tokenizer, train: TokenStore, valid: TokenStore, pad_id: int,
-                  batch_size: int, min_margin_nats: float) -> dict:
-    """Facts about the loaded teacher that the student relies on, and its quality on validation.
+                  batch_size: int, min_margin_nats: float, chunk: int = 4096) -> dict:
+    """Facts about the loaded teacher that the student relies on, and its quality on validation
+    (batches of `batch_size` documents, logits `chunk` positions at a time).
     `problems` lists every mismatch (vocabulary vs tokenizer, missing final norm, a teacher that does
     not beat the unigram baseline by `min_margin_nats`). The student's width and dimensions are the
     teacher's by construction (its embedding and head are copies), so they cannot mismatch."""
     config = teacher.config
     head = teacher.get_output_embeddings()
     final_norm = getattr(teacher.base_model, "norm", None)
-    ce = causal_lm_ce(teacher, fixed_batches(valid, batch_size, pad_id))
+    ce = causal_lm_ce(teacher, fixed_batches(valid, batch_size, pad_id), chunk)
     baseline = unigram_ce(train, valid, config.vocab_size)
     report = {
         "model_type": config.model_type,

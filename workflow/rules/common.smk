@@ -1,5 +1,6 @@
 # Helpers shared by all rule files (config validation, run/seed lists, input functions).
 from normgrow.config import (
+    check_batch_size,
     job_resources,
     launch_ranks,
     phase_spec,

@@ -30,7 +30,8 @@ rule check_teacher:
     params:
         teacher=teacher_param,
         dtype=config["teacher"]["dtype"],
-        batch_size=config["train"]["batch_size"],
+        batch_size=check_batch_size(config),
+        chunk=config["train"]["loss_chunk"],
         min_margin_nats=config["teacher"]["min_margin_nats"],
     threads: config["threads"]
     log:

@@ -18,7 +18,8 @@ with job_log(snakemake.log[0]):
     teacher = load_teacher(snakemake.params.teacher, snakemake.params.dtype).to(default_device())
     report = check_teacher(teacher, AutoTokenizer.from_pretrained(snakemake.input.tokenizer),
                            TokenStore(tokens / "train"), TokenStore(tokens / "valid"), pad_id,
-                           snakemake.params.batch_size, snakemake.params.min_margin_nats)
+                           snakemake.params.batch_size, snakemake.params.min_margin_nats,
+                           snakemake.params.chunk)
     print(json.dumps(report, indent=2))
     if report["problems"]:
         raise SystemExit(f"teacher check failed for {snakemake.params.teacher}: " + "; ".join(report["problems"]))

@@ -1,0 +1,40 @@
+"""The teacher check's measures on inputs with known answers: chunked validation CE equals the CE of
+full logits, and the unigram baseline is the smoothed unigram CE however many documents are read
+at a time."""
+
+import math
+
+import numpy as np
+import torch
+from conftest import make_teacher
+
+from normgrow.data import TokenStore, collate, save_tokens
+from normgrow.evaluate import causal_lm_ce
+from normgrow.objective import loss_positions, next_token_labels
+from normgrow.teacher import unigram_ce
+
+
+def test_chunked_teacher_ce_equals_the_ce_of_full_logits():
+    model = make_teacher().eval().requires_grad_(False)
+    rng = np.random.default_rng(0)
+    batches = [collate([rng.integers(1, 64, size=n) for n in sizes], pad_id=0) for sizes in ([7, 3, 5], [4, 6])]
+    total, count = 0.0, 0
+    for batch in batches:
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        positions = loss_positions(batch.attention_mask)
+        labels = next_token_labels(batch.input_ids, positions)
+        total += float(torch.nn.functional.cross_entropy(logits[positions], labels, reduction="sum"))
+        count += len(labels)
+    assert count == 6 + 2 + 4 + 3 + 5
+    for chunk in (1, 3, 4096):
+        assert math.isclose(causal_lm_ce(model, batches, chunk), total / count, rel_tol=1e-5)
+
+
+def test_unigram_baseline_is_the_add_one_smoothed_unigram_ce(tmp_path):
+    save_tokens([[1, 1, 2], [2, 3], [1]], tmp_path / "train")  # counts 1:3 2:2 3:1
+    save_tokens([[3, 1, 2]], tmp_path / "valid")                # labels 1, 2
+    train, valid = TokenStore(tmp_path / "train"), TokenStore(tmp_path / "valid")
+    p = np.array([1, 4, 3, 2]) / 10                              # vocabulary 4, add-one
+    expected = -(math.log(p[1]) + math.log(p[2])) / 2
+    for chunk in (1, 2, 10_000):
+        assert math.isclose(unigram_ce(train, valid, vocab_size=4, chunk=chunk), expected)
