@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from normgrow.data import save_tokens
+from normgrow.data import save_tokens, split_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 # The suite tests the CPU path (bit-identical resumes, gloo ranks, fp32 tolerances) on any machine;
@@ -87,6 +87,13 @@ def tiny_run_config() -> dict:
                                  {"active_blocks": 2, "trainable": "newest"}]},
         "runs": {"post-freeze": {"placement": "post", "curriculum": "freeze"}},
     }
+
+
+def split_in_memory(corpus, **settings) -> tuple[dict[str, list[str]], dict]:
+    """`split_corpus` collecting each split's texts in a list: (splits, counts)."""
+    splits = {"valid": [], "diag": [], "train": []}
+    counts = split_corpus(corpus, write=lambda split, text: splits[split].append(text), **settings)
+    return splits, counts
 
 
 def write_phase_inputs(root: Path, seed: int, documents: int, longest: int, valid: int) -> None:

@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 import torch
-from conftest import make_teacher, snakemake_command
+from conftest import make_teacher, snakemake_command, split_in_memory
 
 from normgrow.checkpoint import CheckpointError, load_student, save_student
 from normgrow.data import save_tokens
@@ -85,10 +85,10 @@ def test_missing_truncated_and_mismatched_checkpoints(tmp_path, teacher):
 def test_empty_and_overlong_documents_are_counted():
     from datasets import Dataset
 
-    from normgrow.data import split_corpus, tokenize_documents
+    from normgrow.data import tokenize_documents
 
     corpus = Dataset.from_dict({"text": ["a b", "   ", "", "c d e", "f"]})
-    splits, counts = split_corpus(corpus, seed=0, valid_docs=1, diag_docs=1, train_docs=None)
+    splits, counts = split_in_memory(corpus, seed=0, valid_docs=1, diag_docs=1, train_docs=None)
     assert counts["empty_documents_dropped"] == 2 and sum(map(len, splits.values())) == 3
 
     class Tokenizer:

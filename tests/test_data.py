@@ -14,6 +14,7 @@ import datasets
 import numpy as np
 import pytest
 import torch
+from conftest import split_in_memory
 from transformers import AutoTokenizer
 
 from normgrow import data
@@ -27,7 +28,7 @@ from normgrow.data import (
     epoch_permutation,
     phase_start_state,
     save_tokens,
-    split_corpus,
+    tokenize_corpus,
     tokenize_documents,
     train_tokenizer,
 )
@@ -282,6 +283,22 @@ def test_tokenizer_saves_and_loads_with_auto_tokenizer(tokenizer, sentences, tmp
         assert loaded.decode(loaded(text, add_special_tokens=False)["input_ids"]) == text
 
 
+def test_a_split_streams_to_disk_in_batches(tokenizer, tmp_path):
+    """Tokenizing and saving in batches smaller than the split gives the documents of the
+    all-at-once path, in order, and counts them; no temporary file is left behind."""
+    boundary = boundary_id(tokenizer, BOUNDARY)
+    texts = [f"document {i} " * (i % 7) for i in range(23)]
+    expected, truncated = tokenize_documents(tokenizer, texts, boundary, max_length=9)
+    summary: dict = {}
+    save_tokens(tokenize_corpus(tokenizer, iter(texts), boundary, 9, summary, batch_size=4),
+                tmp_path / "train", batch_size=5)
+    store = TokenStore(tmp_path / "train")
+    assert [s.tolist() for s in store.get(list(range(len(store))))] == expected
+    assert store.lengths.tolist() == [len(s) for s in expected]
+    assert summary == {"documents": 23, "tokens": sum(map(len, expected)), "truncated_documents": truncated}
+    assert truncated > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]
+
 def test_boundary_id_rejects_a_token_outside_the_vocabulary(tokenizer):
     with pytest.raises(ValueError, match=r"data.boundary_token '<\|im_end\|>' is not in the tokenizer"):
         boundary_id(tokenizer, "<|im_end|>")
@@ -320,8 +337,8 @@ def corpus_texts(n: int = 60) -> list[str]:
 
 def test_split_corpus_sizes_and_dropped_empty_documents():
     corpus = datasets.Dataset.from_dict({"text": corpus_texts()})
-    splits, counts = split_corpus(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=None)
-    assert counts == {"empty_documents_dropped": 5}
+    splits, counts = split_in_memory(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=None)
+    assert counts == {"empty_documents_dropped": 5, "documents": {"valid": 10, "diag": 2, "train": 43}}
     assert {k: len(v) for k, v in splits.items()} == {"valid": 10, "diag": 2, "train": 60 - 5 - 12}
     every = splits["valid"] + splits["diag"] + splits["train"]
     assert len(set(every)) == len(every)  # disjoint
@@ -333,14 +350,14 @@ def test_split_corpus_sizes_and_dropped_empty_documents():
 
 def test_split_corpus_is_deterministic_for_a_seed():
     corpus = datasets.Dataset.from_dict({"text": corpus_texts()})
-    a, _ = split_corpus(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=20)
-    b, _ = split_corpus(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=20)
-    c, _ = split_corpus(corpus, seed=8, valid_docs=10, diag_docs=2, train_docs=20)
+    a, _ = split_in_memory(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=20)
+    b, _ = split_in_memory(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=20)
+    c, _ = split_in_memory(corpus, seed=8, valid_docs=10, diag_docs=2, train_docs=20)
     assert a == b
     assert a != c
     assert {k: len(v) for k, v in a.items()} == {"valid": 10, "diag": 2, "train": 20}
     # capping the training split leaves the held-out splits and the training prefix unchanged
-    full, _ = split_corpus(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=None)
+    full, _ = split_in_memory(corpus, seed=7, valid_docs=10, diag_docs=2, train_docs=None)
     assert full["valid"] == a["valid"] and full["diag"] == a["diag"]
     assert full["train"][:20] == a["train"]
 
@@ -354,14 +371,14 @@ def test_load_corpus_datasets_loader_on_local_json_lines(tmp_path):
     corpus = data.load_corpus(source)
     assert corpus.column_names == ["text"]
     assert corpus["text"] == [r["body"] for r in rows]
-    splits, counts = split_corpus(corpus, seed=1, valid_docs=3, diag_docs=1, train_docs=None)
+    splits, counts = split_in_memory(corpus, seed=1, valid_docs=3, diag_docs=1, train_docs=None)
     assert {k: len(v) for k, v in splits.items()} == {"valid": 3, "diag": 1, "train": 8}
     assert counts["empty_documents_dropped"] == 0
     # streaming takes the same code path and yields the same documents
     stream = data.load_corpus({**source, "streaming": True})
     assert isinstance(stream, datasets.IterableDataset)
     assert sorted(row["text"] for row in stream) == sorted(r["body"] for r in rows)
-    s_splits, _ = split_corpus(stream, seed=1, valid_docs=3, diag_docs=1, train_docs=None)
+    s_splits, _ = split_in_memory(stream, seed=1, valid_docs=3, diag_docs=1, train_docs=None)
     assert sorted(sum(s_splits.values(), [])) == sorted(r["body"] for r in rows)
 
 
@@ -399,4 +416,4 @@ def test_read_texts_reads_the_corpus_rule_format(tmp_path):
     path = tmp_path / "split.jsonl"
     texts = ["a", "line\nbreak", "ünï"]
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    assert data.read_texts(Path(path)) == texts
+    assert list(data.read_texts(Path(path))) == texts

@@ -20,7 +20,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import itertools
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -70,10 +72,11 @@ def load_corpus(source: dict):
     return ds.select_columns([field]).rename_column(field, "text") if field != "text" else ds.select_columns(["text"])
 
 
-def split_corpus(corpus, seed: int, valid_docs: int, diag_docs: int, train_docs: int | None,
-                 shuffle_buffer: int = 10_000) -> tuple[dict[str, list[str]], dict]:
+def split_corpus(corpus, seed: int, valid_docs: int, diag_docs: int, train_docs: int | None, write,
+                 shuffle_buffer: int = 10_000) -> dict:
     """Shuffle deterministically, drop empty documents, then take validation, diagnostic and
-    training documents in that order. Returns the splits and counts for the manifest."""
+    training documents in that order, passing each to `write(split, text)` as it is read (a
+    streamed corpus is never held in memory). Returns counts for the manifest."""
     import datasets
 
     if isinstance(corpus, datasets.IterableDataset):
@@ -81,7 +84,7 @@ def split_corpus(corpus, seed: int, valid_docs: int, diag_docs: int, train_docs:
     else:
         corpus = corpus.shuffle(seed=seed)
     wanted = {"valid": valid_docs, "diag": diag_docs, "train": train_docs}
-    splits: dict[str, list[str]] = {name: [] for name in wanted}
+    documents = dict.fromkeys(wanted, 0)
     order = list(wanted)
     empty = 0
     current = 0
@@ -91,12 +94,13 @@ def split_corpus(corpus, seed: int, valid_docs: int, diag_docs: int, train_docs:
             empty += 1
             continue
         while current < len(order) and wanted[order[current]] is not None and \
-                len(splits[order[current]]) >= wanted[order[current]]:
+                documents[order[current]] >= wanted[order[current]]:
             current += 1
         if current == len(order):
             break
-        splits[order[current]].append(text)
-    return splits, {"empty_documents_dropped": empty}
+        write(order[current], text)
+        documents[order[current]] += 1
+    return {"empty_documents_dropped": empty, "documents": documents}
 
 
 # ---------------------------------------------------------------- tokenizer
@@ -138,12 +142,39 @@ def tokenize_documents(tokenizer, texts: list[str], boundary: int, max_length: i
     return sequences, truncated
 
 
-def save_tokens(sequences: list[list[int]], path: Path) -> None:
-    """Documents as a `datasets` Arrow dataset with `input_ids` and `length` columns."""
-    import datasets
+def tokenize_corpus(tokenizer, texts: Iterable[str], boundary: int, max_length: int, summary: dict,
+                    batch_size: int = 1000) -> Iterator[list[int]]:
+    """`tokenize_documents` over `texts`, `batch_size` documents at a time, yielding sequences; adds
+    `documents`, `tokens` and `truncated_documents` to `summary` as it goes."""
+    for key in ("documents", "tokens", "truncated_documents"):
+        summary.setdefault(key, 0)
+    texts = iter(texts)
+    while batch := list(itertools.islice(texts, batch_size)):
+        sequences, truncated = tokenize_documents(tokenizer, batch, boundary, max_length)
+        summary["documents"] += len(sequences)
+        summary["tokens"] += sum(map(len, sequences))
+        summary["truncated_documents"] += truncated
+        yield from sequences
 
-    datasets.Dataset.from_dict({"input_ids": sequences, "length": [len(s) for s in sequences]}
-                               ).save_to_disk(str(path))
+
+def save_tokens(sequences: Iterable[list[int]], path: Path, batch_size: int = 10_000) -> None:
+    """Documents as a `datasets` Arrow dataset with `input_ids` (int32) and `length` columns,
+    written `batch_size` documents at a time (through a temporary Arrow file next to `path`)."""
+    import datasets
+    from datasets.arrow_writer import ArrowWriter
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    features = datasets.Features({"input_ids": datasets.List(datasets.Value("int32")),
+                                  "length": datasets.Value("int64")})
+    temporary = path.parent / f".{path.name}.arrow"
+    with ArrowWriter(features=features, path=str(temporary)) as writer:
+        sequences = iter(sequences)
+        while batch := list(itertools.islice(sequences, batch_size)):
+            writer.write_batch({"input_ids": batch, "length": [len(s) for s in batch]})
+        writer.finalize()
+    datasets.Dataset.from_file(str(temporary)).save_to_disk(str(path))
+    temporary.unlink()
 
 
 class TokenStore:
@@ -255,7 +286,8 @@ class DocumentIterator:
         return int(self.store.lengths[start.high_water : end.high_water].sum())
 
 
-def read_texts(path: Path) -> list[str]:
-    """Texts of a split file written by the corpus rule (JSON lines with a `text` field)."""
+def read_texts(path: Path) -> Iterator[str]:
+    """Texts of a split file written by the corpus rule (JSON lines with a `text` field), one at a time."""
     with open(path) as f:
-        return [json.loads(line)["text"] for line in f]
+        for line in f:
+            yield json.loads(line)["text"]

@@ -1,11 +1,12 @@
-"""Tokenize every document on its own (+ boundary token, truncated); write Arrow splits + manifest."""
+"""Tokenize every document on its own (+ boundary token, truncated), streaming each split into Arrow;
+write the manifest."""
 
 import json
 from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from normgrow.data import boundary_id, read_texts, save_tokens, sha256_of, tokenize_documents
+from normgrow.data import boundary_id, read_texts, save_tokens, sha256_of, tokenize_corpus
 from normgrow.logs import job_log
 
 with job_log(snakemake.log[0]):
@@ -21,9 +22,8 @@ with job_log(snakemake.log[0]):
     for path in snakemake.input.corpus:
         split = Path(path).stem
         limit = data["diag_max_length"] if split == "diag" and data["diag_max_length"] else data["max_length"]
-        sequences, truncated = tokenize_documents(tokenizer, read_texts(path), boundary, limit)
-        save_tokens(sequences, out / split)
-        meta["splits"][split] = {"documents": len(sequences), "tokens": sum(map(len, sequences)),
-                                 "truncated_documents": truncated, "text_sha256": sha256_of(Path(path))}
+        summary = meta["splits"][split] = {}
+        save_tokens(tokenize_corpus(tokenizer, read_texts(path), boundary, limit, summary), out / split)
+        summary["text_sha256"] = sha256_of(Path(path))
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(meta["splits"], indent=2))
