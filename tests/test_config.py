@@ -204,6 +204,20 @@ def test_teacher_pretrain_required_without_a_teacher_name(default):
     validate_config(default, SCHEMA)
 
 
+
+def test_a_trained_tokenizer_needs_its_size(default):
+    del default["tokenizer"]["vocab_size"]
+    message = error_of(default)
+    assert "tokenizer" in message and "'vocab_size' is a required property" in message
+    default["tokenizer"]["train"] = False
+    default["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
+    validate_config(default, SCHEMA)
+
+
+def test_the_teachers_tokenizer_needs_a_named_teacher(default):
+    default["tokenizer"]["train"] = False
+    assert "tokenizer.train: false" in error_of(default) and "teacher.name is null" in error_of(default)
+
 def test_config_error_is_a_value_error():
     assert issubclass(ConfigError, ValueError)
 

@@ -162,6 +162,9 @@ def check_config(config: dict) -> None:
     for run in config.get("diagnostics", {}).get("runs", []):
         if run not in config["runs"]:
             raise ConfigError(f"diagnostics.runs: {run!r} is not a run defined under runs")
+    if not config["tokenizer"]["train"] and config["teacher"]["name"] is None:
+        raise ConfigError("tokenizer.train: false takes the teacher's tokenizer, but teacher.name is null (a teacher "
+                          "pretrained here has no tokenizer of its own): set tokenizer.train: true or teacher.name")
     every, steps = config["train"]["eval_every"], config["train"]["phase_steps"]
     if every > steps:
         raise ConfigError(f"train.eval_every ({every}) is larger than train.phase_steps ({steps})")
