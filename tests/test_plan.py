@@ -2,9 +2,10 @@
 and the memory plan's arithmetic."""
 
 import yaml
-from conftest import REPO, make_teacher
+from conftest import REPO, SCHEMA, make_teacher
 
 from normgrow.cli import main
+from normgrow.config import validate_config
 from normgrow.plan import plan, student_parameters, teacher_parameters
 from normgrow.student import BlockStackStudent, count_parameters
 
@@ -19,7 +20,8 @@ def test_parameter_formula_matches_built_models(teacher):
 
 
 def test_plan_scales_with_ranks_and_checkpointing():
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = validate_config(yaml.safe_load((REPO / "config.yaml").read_text()), SCHEMA)
+    config["train"]["activation_checkpointing"] = True
     teacher = make_teacher(vocab_size=1000, hidden_size=64).config
     one, eight = plan(config, teacher, 1, 80), plan(config, teacher, 8, 80)
     key = "student weights, grads, AdamW (sharded)"
@@ -29,6 +31,20 @@ def test_plan_scales_with_ranks_and_checkpointing():
     assert no_ckpt["memory_gb"]["student activations"] > one["memory_gb"]["student activations"]
     assert one["fits"] and not plan(config, teacher, 1, 1e-6)["fits"]
 
+
+
+def test_plan_follows_the_configs_precision_dtype_and_checkpointing():
+    config = validate_config(yaml.safe_load((REPO / "config.yaml").read_text()), SCHEMA)  # fp32, float32, no ckpt
+    teacher = make_teacher(vocab_size=1000, hidden_size=64).config
+    fp32 = plan(config, teacher, 1, 80)["memory_gb"]
+    assert fp32["gathered fp32 weights (root unit, 2 layers)"] == 0  # one fp32 process: the plain module
+    assert fp32["teacher (float32, replicated)"] * 1e9 == 4 * teacher_parameters(teacher)
+    config["train"].update(precision="bf16", activation_checkpointing=True)
+    config["teacher"]["dtype"] = "bfloat16"
+    bf16 = plan(config, teacher, 1, 80)["memory_gb"]
+    assert bf16["gathered bf16 weights (root unit, 2 layers)"] > 0
+    assert bf16["teacher (bfloat16, replicated)"] * 1e9 == 2 * teacher_parameters(teacher)
+    assert bf16["student activations"] < plan(config, teacher, 1, 80, False)["memory_gb"]["student activations"]
 
 def test_paper_plan_from_the_shipped_teacher_config(capsys):
     assert main(["plan", str(REPO / "config.yaml"), str(REPO / "configs" / "paper.yaml"), "--gpus", "8",

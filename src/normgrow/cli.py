@@ -14,6 +14,8 @@ from pathlib import Path
 
 from normgrow.trainer import Preempted, run_phase
 
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="normgrow")
@@ -28,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     plan.add_argument("--gpus", type=int, default=8)
     plan.add_argument("--gpu-gb", type=float, default=80.0)
-    plan.add_argument("--no-activation-checkpointing", action="store_true")
+    plan.add_argument("--no-activation-checkpointing", action="store_true",
+                      help="plan without it whatever train.activation_checkpointing says")
     plan.add_argument("--teacher-config", help="a directory or hub id whose config.json describes the teacher "
                                                "(default: teacher.name)")
     args = parser.parse_args(argv)
@@ -47,16 +50,18 @@ def print_plan(args) -> int:
     import yaml
     from transformers import AutoConfig
 
+    from normgrow.config import validate_config
     from normgrow.plan import format_plan, plan
 
     config: dict = {}
     for path in args.configs:
         merge(config, yaml.safe_load(path.read_text()))
+    validate_config(config, SCHEMA)
     teacher = args.teacher_config or config["teacher"]["name"]
     if teacher is None:
         raise SystemExit("teacher.name is null (a teacher built by the workflow): pass --teacher-config DIR")
     result = plan(config, AutoConfig.from_pretrained(teacher), args.gpus, args.gpu_gb,
-                  not args.no_activation_checkpointing)
+                  False if args.no_activation_checkpointing else None)
     print(format_plan(result))
     return 0
 

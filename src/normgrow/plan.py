@@ -5,15 +5,16 @@ SwiGLU MLP, two layer norms). Memory is an estimate per GPU for FSDP2 over `gpus
 - student trainable parameters (decoder blocks, boundary norm, LM head), sharded: fp32 weights
   (4 B), fp32 gradients (4 B) and AdamW moments (8 B) per parameter, divided by the ranks;
 - student embedding (frozen), sharded in fp32 (4 B per parameter, divided by the ranks);
-- weights gathered for compute, in bf16: the root unit (embedding, head, boundary norm) for the
-  whole step, and two decoder layers (the one computing and the one prefetched);
-- teacher, replicated in bf16 (2 B per parameter on every rank: inference only, no all-gathers),
-  and its forward working set: one layer's transients, 2 B × tokens × (3·I + 4·H), since inference
-  mode frees each layer's activations once the next has consumed them;
+- weights gathered for compute, in the compute precision (`train.precision`; C = 2 B for bf16, 4 B
+  for fp32): the root unit (embedding, head, boundary norm) for the whole step, and two decoder
+  layers (the one computing and the one prefetched); none for one fp32 process (plain module);
+- teacher, replicated in `teacher.dtype` (T = 2 B per parameter in bf16, on every rank: inference
+  only, no all-gathers), and its forward working set: one layer's transients, T × tokens ×
+  (3·I + 4·H), since inference mode frees each layer's activations once the next has consumed them;
 - activations of the student for one micro-batch (batch / ranks documents × max length tokens):
-  without checkpointing 2 B × tokens × (10·H + 3·I) per layer (inputs of every projection and norm,
+  without checkpointing C × tokens × (10·H + 3·I) per layer (inputs of every projection and norm,
   attention output, SwiGLU gate/up/product; SDPA keeps no score matrix); with checkpointing
-  2 B × tokens × H per layer plus one layer's full activations;
+  (`train.activation_checkpointing`) C × tokens × H per layer plus one layer's full activations;
 - the fused KD + CE working set: 6 fp32 tensors of chunk × V plus the LM head's fp32 gradient
   accumulator (V × H × 4 B), instead of (tokens × V) logits.
 Tokens per phase are an upper bound: steps × batch × max length (documents are usually shorter).
@@ -46,25 +47,33 @@ def teacher_parameters(c) -> int:
     return v * h + c.num_hidden_layers * layer_parameters(c) + h + head
 
 
-def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_checkpointing: bool = True) -> dict:
+def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_checkpointing: bool | None = None) -> dict:
+    """The plan of a validated `config` on `gpus` GPUs of `gpu_gb` GB; `activation_checkpointing`
+    overrides `train.activation_checkpointing`."""
     s, t = config["student"], config["train"]
+    if activation_checkpointing is None:
+        activation_checkpointing = t["activation_checkpointing"]
+    compute = 2 if t["precision"] == "bf16" else 4  # bytes of a gathered weight and of an activation
+    teacher_bytes = 4 if config["teacher"]["dtype"] == "float32" else 2
     counts = student_parameters(teacher_config, s["blocks"], s["layers_per_block"])
     layers = s["blocks"] * s["layers_per_block"]
     h, i, v = teacher_config.hidden_size, teacher_config.intermediate_size, teacher_config.vocab_size
     tokens = max(1, t["batch_size"] // gpus) * config["data"]["max_length"]
-    full_layer = 2 * tokens * (10 * h + 3 * i)
+    full_layer = compute * tokens * (10 * h + 3 * i)
     if activation_checkpointing:
-        activations = 2 * tokens * h * layers + full_layer
+        activations = compute * tokens * h * layers + full_layer
     else:
         activations = full_layer * layers
-    chunk = min(t.get("loss_chunk", 4096), tokens)
+    chunk = min(t["loss_chunk"], tokens)
+    # one fp32 process keeps the plain module: nothing is gathered (normgrow.distributed.shard_student)
+    gathered = 0 if gpus == 1 and compute == 4 else compute * (counts["embedding"] + counts["head"] + h
+                                                                 + 2 * layer_parameters(teacher_config))
     memory = {
         "student weights, grads, AdamW (sharded)": 16 * counts["trainable"] / gpus,
         "student embedding (fp32, sharded)": 4 * counts["embedding"] / gpus,
-        "gathered bf16 weights (root unit, 2 layers)": 2 * (counts["embedding"] + counts["head"] + h
-                                                             + 2 * layer_parameters(teacher_config)),
-        "teacher (bf16, replicated)": 2 * teacher_parameters(teacher_config),
-        "teacher forward (one layer, inference)": 2 * tokens * (3 * i + 4 * h),
+        f"gathered {t['precision']} weights (root unit, 2 layers)": gathered,
+        f"teacher ({config['teacher']['dtype']}, replicated)": teacher_bytes * teacher_parameters(teacher_config),
+        "teacher forward (one layer, inference)": teacher_bytes * tokens * (3 * i + 4 * h),
         "student activations": activations,
         "KD + CE working set": 6 * 4 * chunk * v + 4 * v * h,
     }
@@ -82,8 +91,8 @@ def format_plan(p: dict) -> str:
              f"decoder {counts['decoder'] / 1e9:.2f}B, head {counts['head'] / 1e9:.2f}B, embedding "
              f"{counts['embedding'] / 1e9:.2f}B), teacher {counts['teacher'] / 1e9:.2f}B",
              f"per GPU ({p['gpus']} × {p['gpu_gb']:g} GB), micro-batch {p['micro_batch_tokens']:,} tokens:"]
-    lines += [f"  {name:42} {gb:8.1f} GB" for name, gb in p["memory_gb"].items()]
-    lines += [f"  {'total':42} {p['total_gb']:8.1f} GB  → {'fits' if p['fits'] else 'does NOT fit'} "
+    lines += [f"  {name:44} {gb:8.1f} GB" for name, gb in p["memory_gb"].items()]
+    lines += [f"  {'total':44} {p['total_gb']:8.1f} GB  → {'fits' if p['fits'] else 'does NOT fit'} "
               f"(≤ 90% of {p['gpu_gb']:g} GB)",
               f"  (full fp32 logits of one micro-batch would be {p['naive_logits_gb']:.1f} GB)",
               f"tokens per phase: at most {p['tokens_per_phase_max']:,}"]
