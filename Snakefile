@@ -1,10 +1,18 @@
 # normgrow: "Rethinking Normalization Placement for LLMs: Post-Norm under Curriculum Depth Growing",
 # reproduced end to end. `snakemake --cores 2 results/paper` on the embedded default (config.yaml).
 import re
+import sys
 
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+
+# Jobs import normgrow from this checkout, whether or not their environment installs it (the conda
+# env of --software-deployment-method conda holds only the dependencies).
+SOURCE = os.path.join(workflow.basedir, "src")
+sys.path.insert(0, SOURCE)
+os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SOURCE, os.environ.get("PYTHONPATH")])))
 
 
 configfile: os.path.join(workflow.basedir, "config.yaml")
