@@ -204,6 +204,9 @@ class Batch:
         """Non-padding tokens in the batch."""
         return int(self.attention_mask.sum())
 
+    def to(self, device) -> Batch:
+        return Batch(self.input_ids.to(device), self.attention_mask.to(device))
+
 
 def collate(sequences: list[np.ndarray], pad_id: int) -> Batch:
     """Right-pad to the longest sequence of the batch."""

@@ -44,7 +44,7 @@ def causal_lm_ce(model, batches: list[Batch], chunk: int = 4096) -> float:
     device = next(model.parameters()).device
     head = model.get_output_embeddings()
     for batch in batches:
-        batch = Batch(batch.input_ids.to(device), batch.attention_mask.to(device))
+        batch = batch.to(device)
         positions, labels = positions_and_labels(batch)
         hidden = causal_lm_hidden(model, batch, positions)
         for start in range(0, len(labels), chunk):

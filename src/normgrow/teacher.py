@@ -12,6 +12,7 @@ import torch
 from tqdm import tqdm
 
 from normgrow.data import DataState, DocumentIterator, TokenStore, fixed_batches
+from normgrow.distributed import default_device
 from normgrow.evaluate import causal_lm_ce
 from normgrow.forward import causal_lm_logits, positions_and_labels
 from normgrow.schedule import lr_at
@@ -30,7 +31,7 @@ def load_teacher(name_or_path: str, dtype: str = "float32", attn_implementation:
 
 
 def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed: int, log=None):
-    """Train a fresh Qwen3ForCausalLM with next-token CE; returns the model."""
+    """Train a fresh Qwen3ForCausalLM with next-token CE (on the GPU if there is one); returns the model."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
@@ -42,7 +43,7 @@ def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed
         tie_word_embeddings=False, eos_token_id=pad_id, pad_token_id=pad_id, bos_token_id=None,
     )
     config._attn_implementation = "sdpa"
-    model = Qwen3ForCausalLM(config)
+    model = Qwen3ForCausalLM(config).to(default_device())
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec["lr"], betas=(0.9, 0.95),
                                   weight_decay=spec["weight_decay"])
     batches = DocumentIterator(train, DataState(), len(train), spec["batch_size"], pad_id, seed)
@@ -52,7 +53,7 @@ def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed
         lr = lr_at(t, steps, spec["lr"], spec["lr"] * 0.1, spec["warmup_fraction"])
         for group in optimizer.param_groups:
             group["lr"] = lr
-        batch = batches.next_batch()
+        batch = batches.next_batch().to(model.device)
         positions, labels = positions_and_labels(batch)
         loss = torch.nn.functional.cross_entropy(causal_lm_logits(model, batch, positions), labels)
         loss.backward()
