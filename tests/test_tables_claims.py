@@ -52,6 +52,10 @@ def test_budget_table_from_logged_counts():
     assert frame.loc[("pre-grow", "active layers"), "text"] == "2→4→6"
     assert frame.loc[("pre-grow", "total tokens"), "mean"] == 300
     assert frame.loc[("pre-joint", "phases"), "text"] == "1"
+    assert frame.loc[("pre-grow", "unique tokens"), "paper"] == "3.11B"  # the paper's grow-3x50k
+    assert frame.loc[("pre-grow", "active layers"), "paper"] == "3→6→9"
+    assert frame.loc[("post-joint", "total tokens"), "paper"] == "3.11B"  # joint-50k
+    assert pd.isna(frame.loc[("pre-grow", "steps"), "paper"])
 
 
 def test_tables_skip_missing_runs():

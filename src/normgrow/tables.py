@@ -193,20 +193,27 @@ def table3(r: Results, ref: dict) -> Table | None:
     return t
 
 
+# the paper's Table A2 rows, by the runs of this workflow that have their curricula
+PAPER_BUDGETS = {"pre-joint": "joint-50k", "post-joint": "joint-50k", "pre-grow": "grow-3x50k",
+                 "post-grow": "grow-3x50k", "post-joint-long": "joint-proxy-matched", "post-joint-longer": "joint-150k"}
+
+
 def tableA2(r: Results, ref: dict) -> Table:
-    """Budgets of every run from the logged token counters (sums over its phases)."""
+    """Budgets of every run from the logged token counters (sums over its phases), beside the
+    paper's total and unique tokens for the runs with the paper's curricula."""
     t = Table("tableA2", "Table A2: training budgets from the logged token counts", digits=0)
     per_run = r.phases.sort_values("phase").groupby(["run", "seed"])
     for (run, _seed), rows in per_run:
         if any(c.row == run for c in t.cells):
             continue
-        t.add(run, "phases", text=str(len(rows)))
-        t.add(run, "active layers", text="→".join(map(str, rows["active_layers"])))
+        paper = ref["tableA2"].get(PAPER_BUDGETS.get(run), {})
+        t.add(run, "phases", text=str(len(rows)), paper=str(paper["phases"]) if paper else None)
+        t.add(run, "active layers", text="→".join(map(str, rows["active_layers"])), paper=paper.get("active_layers"))
         final = r.final[r.final["run"] == run].set_index("seed")
-        for counter, col in (("run_steps", "steps"), ("run_tokens", "total tokens"),
-                             ("run_unique_tokens", "unique tokens"),
-                             ("run_active_layer_tokens", "active-layer tokens")):
-            t.add(run, col, final[counter].astype(float))
+        for counter, col, key in (("run_steps", "steps", None), ("run_tokens", "total tokens", "total"),
+                                  ("run_unique_tokens", "unique tokens", "unique"),
+                                  ("run_active_layer_tokens", "active-layer tokens", None)):
+            t.add(run, col, final[counter].astype(float), f"{paper[key]:.2f}B" if key in paper else None)
     return t
 
 

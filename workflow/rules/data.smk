@@ -10,6 +10,8 @@ rule corpus:
         required_docs=train_docs_required(config),
     log:
         "logs/data/corpus.log",
+    benchmark:
+        "benchmarks/data/corpus.tsv"
     resources:
         **job_resources(config, "data"),
     conda:
@@ -29,6 +31,8 @@ rule tokenizer:
         teacher=config["teacher"]["name"],
     log:
         "logs/data/tokenizer.log",
+    benchmark:
+        "benchmarks/data/tokenizer.tsv"
     resources:
         **job_resources(config, "data"),
     conda:
@@ -48,6 +52,8 @@ rule tokenize:
         data=config["data"],
     log:
         "logs/data/tokenize.log",
+    benchmark:
+        "benchmarks/data/tokenize.tsv"
     resources:
         **job_resources(config, "data"),
     conda:

@@ -14,6 +14,8 @@ rule diagnose:
     threads: config["threads"]
     log:
         "logs/diagnostics/{run}/seed{seed}/phase{phase}.log",
+    benchmark:
+        "benchmarks/diagnostics/{run}/seed{seed}/phase{phase}.tsv"
     resources:
         **job_resources(config, "model"),
     conda:

@@ -36,6 +36,8 @@ rule check_teacher:
     threads: config["threads"]
     log:
         "logs/teacher/check.log",
+    benchmark:
+        "benchmarks/teacher/check.tsv"
     resources:
         **job_resources(config, "model"),
     conda:
