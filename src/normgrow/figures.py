@@ -81,11 +81,16 @@ def _seed_stats(frame: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
     return frame.groupby(by)[value].agg(["mean", "min", "max", "count"]).reset_index()
 
 
+def seed_range(stats: pd.DataFrame):
+    """Min–max error bars around the seed mean, or None for a single seed."""
+    if (stats["count"] > 1).any():
+        return [stats["mean"] - stats["min"], stats["max"] - stats["mean"]]
+    return None
+
+
 def _errorbar(ax, x, stats: pd.DataFrame, color: str, label: str, marker="o", linestyle="-") -> None:
     """Mean over seeds with min–max error bars (none for a single seed)."""
-    err = None
-    if (stats["count"] > 1).any():
-        err = [stats["mean"] - stats["min"], stats["max"] - stats["mean"]]
+    err = seed_range(stats)
     ax.errorbar(x, stats["mean"], yerr=err, color=color, marker=marker, linestyle=linestyle, label=label,
                 capsize=3)
 
@@ -117,8 +122,8 @@ def crossover(phases: pd.DataFrame, directory: Path) -> list[Path]:
         post = phases[phases["run"] == "post-grow"].set_index(["seed", "phase"])["ce"]
         delta = (post - pre).dropna().rename("delta").reset_index()
         stats = _seed_stats(delta, ["phase"], "delta")
-        ax_d.bar(stats["phase"], stats["mean"], color=[PLACEMENT_COLORS["post"] if v < 0 else PLACEMENT_COLORS["pre"]
-                                                        for v in stats["mean"]])
+        colors = [PLACEMENT_COLORS["post"] if v < 0 else PLACEMENT_COLORS["pre"] for v in stats["mean"]]
+        ax_d.bar(stats["phase"], stats["mean"], yerr=seed_range(stats), capsize=3, color=colors)
         ax_d.axhline(0, color="black", linewidth=0.8)
         ax.set_xlabel("phase (active blocks = phase + 1)")
         ax.set_ylabel("phase-end validation CE")
@@ -231,10 +236,10 @@ def block_removal(removal: pd.DataFrame, directory: Path) -> list[Path]:
         for ax, metric, label in ((axes[0], "delta_ce", "ΔCE when bypassed (nats)"),
                                   (axes[1], "angular_distance", "angular distance (in → out)")):
             for i, run in enumerate(runs):
-                stats = final[final["run"] == run].groupby("block")[metric].agg(["mean", "min", "max"])
+                stats = final[final["run"] == run].groupby("block")[metric].agg(["mean", "min", "max", "count"])
                 stats = stats.reindex(blocks)
                 placement, curriculum = run.split("-", 1)
-                ax.bar([b + (i - 1.5) * width for b in blocks], stats["mean"], width,
+                ax.bar([b + (i - 1.5) * width for b in blocks], stats["mean"], width, yerr=seed_range(stats), capsize=2,
                        color=PLACEMENT_COLORS[placement], hatch=hatches[curriculum], edgecolor="white", label=run)
             ax.set_xticks(blocks)
             ax.set_xlabel("block")
