@@ -12,8 +12,9 @@ Shapes (one rank's share of a step):
   bf16 compute, activation checkpointing. Needs one GPU with about 100 GB (H100 NVL, H200).
 
 For each shape it runs, each in a fresh subprocess (so peak memory is its own):
-- `ours`: the trainer's step (normgrow.trainer) in a world of one — the student under FSDP2 with
-  the config's precision and activation checkpointing, the teacher once under inference mode, KD +
+- `ours`: the trainer's step (normgrow.trainer) in a world of one — the student as the trainer
+  prepares it (normgrow.distributed.shard_student: FSDP2 in bf16, the plain module in fp32) with
+  the config's activation checkpointing, the teacher once under inference mode, KD +
   CE chunked over positions and fused with both LM heads (normgrow.forward.distillation_terms),
   backward, clipping, fused AdamW;
 - `ours-compiled` (on request): `ours` with `train.compile`, every decoder layer compiled (the

@@ -1,7 +1,9 @@
-"""Gather every phase's outputs into two tidy tables that the paper's tables and figures read.
+"""Gather every phase's outputs into the tidy tables that the paper's tables and figures read.
 
 - evals: one row per validation evaluation (run, seed, phase, step, global_step, ce, kd, ppl);
-- phases: one row per phase (its spec, its final evaluation, its and the run's token counters).
+- phases: one row per phase (its spec, its final evaluation, its and the run's token counters);
+- transitions: the loss around every block-appending transition (Table A4, transitions.py);
+- boundary RMS and block removal: one row per checkpoint, boundary or block of the diagnostics.
 """
 
 from __future__ import annotations

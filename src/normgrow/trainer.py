@@ -2,8 +2,9 @@
 checkpoint (or the seed's initial blocks) to this phase's checkpoint and metrics.
 
 Every phase: activate its blocks, mark its trainable blocks, start a fresh AdamW and a restarted
-warm-up + cosine schedule, distil for `steps` updates with gradient clipping, evaluate every
-`eval_every` updates and at the end on the fixed validation set, and count tokens:
+warm-up + cosine schedule (with `lr_restart: false`, continue the previous phase's), distil for
+`steps` updates with gradient clipping, evaluate every `eval_every` updates and at the end on the
+fixed validation set, and count tokens:
 - tokens: non-padding tokens of all training batches;
 - unique tokens: tokens of the documents read for the first time in this run;
 - active-layer tokens: Σ over updates of (batch tokens × active decoder layers).

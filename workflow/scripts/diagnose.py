@@ -1,5 +1,5 @@
 """Boundary RMS, token-type split and block removal of every checkpoint a phase saved, on the
-fixed diagnostic batch: one report per checkpoint."""
+fixed diagnostic batch: one JSON per phase, holding every checkpoint's report."""
 
 import json
 from pathlib import Path
