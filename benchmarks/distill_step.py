@@ -65,7 +65,7 @@ def config_shape(files: list[str], teacher_config: str | None = None, **extra) -
     import yaml
 
     from normgrow.cli import merge
-    from normgrow.config import launch_ranks, validate_config
+    from normgrow.config import rank_batch_size, validate_config
 
     config: dict = {}
     for name in files:
@@ -78,11 +78,10 @@ def config_shape(files: list[str], teacher_config: str | None = None, **extra) -
                 "intermediate_size", "max_position_embeddings")
         teacher = {k: config["teacher"]["pretrain"][k] for k in keys}
         teacher["vocab_size"] = config["tokenizer"]["vocab_size"]
-    ranks = launch_ranks(config)
     train = config["train"]
     return dict(teacher=teacher, teacher_dtype=config["teacher"]["dtype"], blocks=config["student"]["blocks"],
                 layers_per_block=config["student"]["layers_per_block"],
-                rows=train["batch_size"] // (ranks["ranks_per_node"] * ranks["nodes"]),
+                rows=rank_batch_size(config),
                 seq=config["data"]["max_length"], loss_chunk=train["loss_chunk"], precision=train["precision"],
                 activation_checkpointing=train["activation_checkpointing"], **extra)
 

@@ -14,6 +14,7 @@ from normgrow.config import (
     job_resources,
     launch_ranks,
     phase_spec,
+    rank_batch_size,
     run_phases,
     shard_docs,
     train_docs_required,
@@ -338,6 +339,7 @@ def test_resources_default_to_one_cpu_process(default):
 def test_paper_resources_ask_for_eight_gpus_on_one_node(default):
     config = validate_config(merge(default, load(REPO / "configs" / "paper.yaml")), SCHEMA)
     assert launch_ranks(config) == {"ranks_per_node": 8, "nodes": 1}
+    assert rank_batch_size(config) == 8  # one GPU's share of 64 documents: also the teacher check's batch
     assert job_resources(config, "train") == {"mem_mb": 480000, "runtime": 2880, "gpu": 8, "cpus_per_gpu": 8}
     assert job_resources(config, "model")["gpu"] == 1
     assert "gpu" not in job_resources(config, "data")

@@ -13,13 +13,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import tiny_run_config, write_phase_inputs
+from conftest import make_teacher, tiny_run_config, write_phase_inputs
 from safetensors.torch import load_file
 
 from normgrow import config as cfg
 from normgrow.data import Batch
-from normgrow.distributed import Ranks
+from normgrow.distributed import Ranks, process_group, shard_student
 from normgrow.launch import torchrun_command
+from normgrow.student import BlockStackStudent
 
 STEPS = 8
 LOSS_TOLERANCE = 1e-5   # fp32 losses, 2 ranks vs 1 process
@@ -166,3 +167,15 @@ def test_bf16_compute_keeps_fp32_weights_and_tracks_the_fp32_loss(setup):
     want = pd.read_csv(setup["reference"] / "train.csv")["loss"]
     assert (got - want).abs().max() < 0.05  # bf16 rounding, not a different training
     assert not got.equals(want)  # the layers really computed in bf16
+
+
+def test_one_fp32_process_keeps_the_plain_module_and_bf16_is_sharded():
+    """In a world of one, fp32 sharding would only add copies; bf16 still needs FSDP's casting."""
+    from torch.distributed.fsdp import FSDPModule
+
+    with process_group() as ranks:
+        for precision, sharded in (("fp32", False), ("bf16", True)):
+            student = BlockStackStudent.from_teacher(make_teacher(), "pre", 2, 1, seed=0)
+            shard_student(student, ranks, precision)
+            assert isinstance(student, FSDPModule) == sharded
+            assert isinstance(student.blocks[0][0], FSDPModule) == sharded

@@ -168,8 +168,7 @@ def check_config(config: dict) -> None:
     every, steps = config["train"]["eval_every"], config["train"]["phase_steps"]
     if every > steps:
         raise ConfigError(f"train.eval_every ({every}) is larger than train.phase_steps ({steps})")
-    launch = launch_ranks(config)
-    ranks, batch = launch["ranks_per_node"] * launch["nodes"], config["train"]["batch_size"]
+    ranks, batch = training_ranks(config), config["train"]["batch_size"]
     if batch % ranks:
         raise ConfigError(f"train.batch_size ({batch}) is not a multiple of the training ranks ({ranks} = "
                           "resources.train ranks_per_node × nodes): every rank takes an equal share of a batch")
@@ -181,11 +180,16 @@ def launch_ranks(config: dict) -> dict[str, int]:
     return {"ranks_per_node": train["ranks_per_node"] or max(train["gpus"], 1), "nodes": train["nodes"]}
 
 
-def check_batch_size(config: dict) -> int:
-    """Documents per batch of the teacher check (one GPU): one training rank's share of a batch,
-    a size the training plan already fits on one GPU next to the teacher."""
-    ranks = launch_ranks(config)
-    return max(1, config["train"]["batch_size"] // (ranks["ranks_per_node"] * ranks["nodes"]))
+def training_ranks(config: dict) -> int:
+    """Processes that train one phase: ranks per node × nodes."""
+    launch = launch_ranks(config)
+    return launch["ranks_per_node"] * launch["nodes"]
+
+
+def rank_batch_size(config: dict) -> int:
+    """Documents of one training rank's share of a batch: what one GPU holds next to the teacher
+    (also the teacher check's batch and the benchmark's)."""
+    return max(1, config["train"]["batch_size"] // training_ranks(config))
 
 
 def job_resources(config: dict, group: str) -> dict:

@@ -1,9 +1,9 @@
 # Helpers shared by all rule files (config validation, run/seed lists, input functions).
 from normgrow.config import (
-    check_batch_size,
     job_resources,
     launch_ranks,
     phase_spec,
+    rank_batch_size,
     run_checkpoints,
     run_phases,
     train_docs_required,
