@@ -25,6 +25,7 @@ wildcard_constraints:
     run="|".join(re.escape(run) for run in RUNS),
     seed=r"\d+",
     phase=r"\d+",
+    key=r"[0-9a-f]{16}",
 
 
 # Cheap rules run on the submitting host, also under a cluster executor (profile slurm/).
@@ -32,6 +33,7 @@ localrules:
     all,
     collect_metrics,
     paper,
+    run_index,
 
 
 

@@ -54,8 +54,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ["naive", "ours", "ours-compiled", "loss-naive", "loss-ours"]
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}  # dense bf16 per GPU (NVIDIA datasheets)
-OPTIMIZER = {"lr": 1e-4, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.0}
-GRAD_CLIP = 0.5
+OPTIMIZER = {"lr": 1e-4, "min_lr": 1e-6, "warmup_fraction": 0.015, "betas": (0.9, 0.95), "eps": 1e-8,
+             "weight_decay": 0.0, "grad_clip": 0.5}  # the paper's (train.* of configs/paper.yaml)
 
 
 def config_shape(files: list[str], teacher_config: str | None = None, **extra) -> dict:
@@ -197,6 +197,7 @@ def full_step(s: dict, variant: str, ranks):
     obvious way (`naive`): (step, tokens, flops)."""
     import torch
 
+    from normgrow.curriculum import Training
     from normgrow.distributed import shard_student
     from normgrow.forward import distillation_terms
     from normgrow.objective import Objective
@@ -211,7 +212,8 @@ def full_step(s: dict, variant: str, ranks):
         if variant == "ours-compiled":
             student.compile_layers()
         shard_student(student, ranks, s["precision"])
-        optimizer = build_optimizer(student, OPTIMIZER)
+        optimizer = build_optimizer(student, Training(batch_size=s["rows"], eval_every=1, precision=s["precision"],
+                                                      **OPTIMIZER))
     else:
         student.to(ranks.device)
         optimizer = torch.optim.AdamW([p for p in student.parameters() if p.requires_grad], lr=OPTIMIZER["lr"],
@@ -222,10 +224,10 @@ def full_step(s: dict, variant: str, ranks):
         if variant.startswith("ours"):
             terms = distillation_terms(student, teacher, batch, objective, s["loss_chunk"])
             (terms["total"] * ranks.world).backward()
-            clip_gradients(params, GRAD_CLIP)
+            clip_gradients(params, OPTIMIZER["grad_clip"])
         else:
             naive_terms(student, teacher, batch, objective, s["precision"])["total"].backward()
-            torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
+            torch.nn.utils.clip_grad_norm_(params, OPTIMIZER["grad_clip"])
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 

@@ -89,6 +89,16 @@ def tiny_run_config() -> dict:
     }
 
 
+def phase_arguments_for(config: dict, run: str, seed: int, phase: int) -> dict:
+    """What `normgrow.cli train-phase --spec FILE` reads for phase `phase` of `run`: the phase spec and
+    the execution settings (with the run's snapshots), as the workflow's job would launch them."""
+    from normgrow.curriculum import Execution, phase_spec, snapshots_per_phase
+    from normgrow.launch import phase_arguments
+
+    return phase_arguments(phase_spec(config, run, seed, phase),
+                           Execution.from_config(config, snapshots_per_phase(config, run)))
+
+
 def split_in_memory(corpus, **settings) -> tuple[dict[str, list[str]], dict]:
     """`split_corpus` collecting each split's texts in a list: (splits, counts)."""
     splits = {"valid": [], "diag": [], "train": []}

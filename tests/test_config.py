@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
 import yaml
@@ -13,13 +12,11 @@ from normgrow.config import (
     ConfigError,
     job_resources,
     launch_ranks,
-    phase_spec,
     rank_batch_size,
-    run_phases,
-    shard_docs,
     train_docs_required,
     validate_config,
 )
+from normgrow.curriculum import shard_docs
 
 
 def load(path) -> dict:
@@ -148,8 +145,26 @@ def test_phase_with_unknown_data_policy(default):
 def test_unknown_placement(default):
     default["runs"]["pre-joint"]["placement"] = "sandwich"
     message = error_of(default)
-    assert message.startswith("runs.pre-joint.placement:")
-    assert "'sandwich'" in message and "post, pre" in message
+    assert "\n  runs.pre-joint.placement: 'sandwich' is not one of ['pre', 'post']" in message
+
+
+def test_nested_command_line_values_are_read_as_yaml(default):
+    """`--config 'resources={"train": {"gpus": 1}}'` reaches the config with the nested values as strings."""
+    default["resources"] = {"train": {"gpus": "1", "cpus_per_gpu": "1"}}
+    default["train"]["state_every"] = "7"
+    default["train"]["activation_checkpointing"] = "true"
+    config = validate_config(default, SCHEMA)
+    assert config["resources"]["train"]["gpus"] == 1 and config["resources"]["train"]["cpus_per_gpu"] == 1
+    assert config["train"]["state_every"] == 7 and config["train"]["activation_checkpointing"] is True
+    default["train"]["state_every"] = "seven"
+    assert "train.state_every: 'seven' is not of type 'integer'" in error_of(default)
+
+
+def test_schema_lists_every_registered_placement():
+    from normgrow.placement import PLACEMENTS
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    assert schema["properties"]["runs"]["additionalProperties"]["properties"]["placement"]["enum"] == list(PLACEMENTS)
 
 
 def test_undefined_curriculum(default):
@@ -221,75 +236,6 @@ def test_the_teachers_tokenizer_needs_a_named_teacher(default):
 
 def test_config_error_is_a_value_error():
     assert issubclass(ConfigError, ValueError)
-
-
-# ---------------------------------------------------------------- phases
-def test_run_phases_fill_defaults_and_restart_the_schedule(default):
-    phases = run_phases(default, "post-grow")
-    assert [p["active_blocks"] for p in phases] == [1, 2, 3]
-    for i, phase in enumerate(phases):
-        assert phase["index"] == i
-        assert phase["trainable"] == "all"
-        assert phase["data"] == "continue"
-        assert phase["lr_restart"] is True
-        assert phase["steps"] == 150
-        assert phase["schedule_offset"] == 0
-        assert phase["schedule_length"] == 150
-    assert [p["trainable"] for p in run_phases(default, "pre-freeze")] == ["newest"] * 3
-    assert [p["data"] for p in run_phases(default, "pre-grow-reset")] == ["reset"] * 3
-    assert [p["data"] for p in run_phases(default, "post-joint-longer")] == ["continue", "fresh", "fresh"]
-
-
-def test_run_phases_do_not_change_the_config(default):
-    before = copy.deepcopy(default)
-    run_phases(default, "post-grow")
-    assert default == before
-
-
-def test_run_phases_with_steps_override(default):
-    default["curricula"]["grow"][1]["steps"] = 40
-    phases = run_phases(default, "pre-grow")
-    assert [p["steps"] for p in phases] == [150, 40, 150]
-    assert [p["schedule_length"] for p in phases] == [150, 40, 150]
-
-
-def test_lr_restart_false_continues_the_schedule(default):
-    default["curricula"]["two"] = [{"active_blocks": 3, "steps": 100},
-                                   {"active_blocks": 3, "steps": 60, "lr_restart": False}]
-    default["runs"]["post-two"] = {"placement": "post", "curriculum": "two"}
-    validate_config(default, SCHEMA)
-    phases = run_phases(default, "post-two")
-    assert [p["schedule_offset"] for p in phases] == [0, 100]
-    assert [p["schedule_length"] for p in phases] == [160, 160]
-
-
-def test_lr_restart_segments(default):
-    default["curricula"]["mix"] = [{"active_blocks": 1, "steps": 10},
-                                   {"active_blocks": 2, "steps": 20, "lr_restart": False},
-                                   {"active_blocks": 3, "steps": 30},
-                                   {"active_blocks": 3, "steps": 40, "lr_restart": False},
-                                   {"active_blocks": 3, "steps": 50, "lr_restart": False}]
-    default["runs"]["mix"] = {"placement": "pre", "curriculum": "mix"}
-    phases = run_phases(validate_config(default, SCHEMA), "mix")
-    assert [p["schedule_offset"] for p in phases] == [0, 10, 0, 30, 70]
-    assert [p["schedule_length"] for p in phases] == [30, 30, 120, 120, 120]
-
-
-def test_first_phase_without_lr_restart_starts_a_schedule(default):
-    default["curricula"]["joint"][0]["lr_restart"] = False
-    phases = run_phases(default, "pre-joint")
-    assert phases[0]["schedule_offset"] == 0 and phases[0]["schedule_length"] == 150
-
-
-def test_phase_spec_is_plain_data(default):
-    config = validate_config(default, SCHEMA)
-    spec = phase_spec(config, "post-joint-long", "42", "1")
-    assert json.loads(json.dumps(spec)) == spec
-    assert spec["seed"] == 42 and spec["phase"] == 1
-    assert spec["placement"] == "post"
-    assert spec["shard_docs"] == 150 * 8
-    assert len(spec["phases"]) == 2 and spec["phases"][1]["data"] == "fresh"
-    assert spec["threads"] == 1
 
 
 # ---------------------------------------------------------------- data budgets

@@ -18,15 +18,14 @@ from conftest import split_in_memory
 from transformers import AutoTokenizer
 
 from normgrow import data
+from normgrow.curriculum import DataState, phase_start_state
 from normgrow.data import (
     Batch,
-    DataState,
     DocumentIterator,
     TokenStore,
     boundary_id,
     collate,
     epoch_permutation,
-    phase_start_state,
     save_tokens,
     tokenize_corpus,
     tokenize_documents,
@@ -122,7 +121,7 @@ def test_continue_wraps_within_the_shard(store):
     assert all(d < SHARD for d in docs)
     assert it.state == DataState(mode="shard", position=10, high_water=SHARD)
     # `continue` keeps the iterator where it stopped: the next phase finishes epoch 1
-    nxt = iterator(store, phase_start_state("continue", it.state, SHARD))
+    nxt = iterator(store, phase_start_state("continue", it.state))
     assert read(nxt, 1) == perm[4:6]
     assert nxt.state.high_water == SHARD
 
@@ -139,7 +138,7 @@ def test_same_seed_same_order_and_other_seed_other_order(store):
 def test_reset_rewinds_to_the_start_of_the_shard(store):
     it = iterator(store, DataState())
     read(it, 4)
-    start = phase_start_state("reset", it.state, SHARD)
+    start = phase_start_state("reset", it.state)
     assert start == DataState(mode="shard", position=0, high_water=SHARD)
     assert read(iterator(store, start), 3) == [0, 1, 2, 3, 4, 5]
 
@@ -147,7 +146,7 @@ def test_reset_rewinds_to_the_start_of_the_shard(store):
 def test_fresh_after_a_short_phase_starts_at_the_first_unread_document(store):
     it = iterator(store, DataState())
     read(it, 2)  # four documents of the shard: high water 4 < shard
-    start = phase_start_state("fresh", it.state, SHARD)
+    start = phase_start_state("fresh", it.state)
     assert start == DataState(mode="stream", position=4, high_water=4)
     assert read(iterator(store, start), 2) == [4, 5, 6, 7]
 
@@ -155,7 +154,7 @@ def test_fresh_after_a_short_phase_starts_at_the_first_unread_document(store):
 def test_fresh_reads_past_the_shard_and_never_wraps(store):
     it = iterator(store, DataState())
     read(it, 3)  # the whole shard
-    start = phase_start_state("fresh", it.state, SHARD)
+    start = phase_start_state("fresh", it.state)
     assert start.mode == "stream"
     assert start.position == SHARD
     fresh = iterator(store, start)
@@ -167,20 +166,40 @@ def test_fresh_reads_past_the_shard_and_never_wraps(store):
     assert fresh.state.position == 10
 
 
+def test_fresh_after_continue_has_wrapped_starts_past_the_shard(store):
+    it = iterator(store, DataState())
+    read(it, 4)  # the shard, then 2 documents into its second epoch
+    assert it.state.position == 8 and it.state.high_water == SHARD
+    start = phase_start_state("fresh", it.state)
+    assert start == DataState(mode="stream", position=SHARD, high_water=SHARD)  # not the position (8)
+    assert read(iterator(store, start), 1) == [6, 7]
+
+
+def test_fresh_after_a_reset_and_one_batch_starts_at_the_high_water(store):
+    it = iterator(store, DataState())
+    read(it, 3)
+    again = iterator(store, phase_start_state("reset", it.state))
+    read(again, 1)
+    assert again.state == DataState(mode="shard", position=BATCH, high_water=SHARD)
+    start = phase_start_state("fresh", again.state)
+    assert start == DataState(mode="stream", position=SHARD, high_water=SHARD)
+    assert read(iterator(store, start), 1) == [6, 7]
+
+
 def test_fresh_after_fresh_starts_at_the_high_water(store):
     it = iterator(store, DataState())
     read(it, 3)
-    first = iterator(store, phase_start_state("fresh", it.state, SHARD))
+    first = iterator(store, phase_start_state("fresh", it.state))
     read(first, 1)
     assert first.state.high_water == 8
-    second = phase_start_state("fresh", first.state, SHARD)
+    second = phase_start_state("fresh", first.state)
     assert second == DataState(mode="stream", position=8, high_water=8)
     assert read(iterator(store, second), 1) == [8, 9]
 
 
 def test_unknown_policy_is_rejected():
     with pytest.raises(ValueError, match="unknown data policy 'shuffle'"):
-        phase_start_state("shuffle", DataState(), SHARD)
+        phase_start_state("shuffle", DataState())
 
 
 def test_data_state_round_trips_as_dict():
@@ -207,7 +226,7 @@ def test_unique_tokens_first_pass_then_zero_on_a_second_pass(store):
     assert it.unique_tokens(start, it.state) == 16
     # a second pass over the shard (continue wraps, reset rewinds) reads nothing new
     for policy in ("continue", "reset"):
-        again = iterator(store, phase_start_state(policy, it.state, SHARD))
+        again = iterator(store, phase_start_state(policy, it.state))
         begin = again.state
         tokens = sum(again.next_batch().tokens for _ in range(3))
         assert tokens == 16
@@ -220,12 +239,12 @@ def test_unique_tokens_of_a_partial_then_fresh_phase(store):
     it.next_batch()  # documents 0, 1
     assert it.unique_tokens(start, it.state) == length(0) + length(1)
     # continue inside the shard: documents 2..5 are new
-    cont = iterator(store, phase_start_state("continue", it.state, SHARD))
+    cont = iterator(store, phase_start_state("continue", it.state))
     begin = cont.state
     read(cont, 2)
     assert cont.unique_tokens(begin, cont.state) == sum(length(i) for i in range(2, 6))
     # fresh: documents 6..9
-    fresh = iterator(store, phase_start_state("fresh", cont.state, SHARD))
+    fresh = iterator(store, phase_start_state("fresh", cont.state))
     begin = fresh.state
     tokens = sum(fresh.next_batch().tokens for _ in range(2))
     assert fresh.unique_tokens(begin, fresh.state) == tokens == sum(length(i) for i in range(6, 10))
@@ -235,7 +254,7 @@ def test_unique_tokens_fresh_after_a_short_phase_counts_only_documents_read(stor
     it = iterator(store, DataState())
     start = it.state
     docs = read(it, 1)  # a phase shorter than the shard: documents 0, 1
-    fresh = iterator(store, phase_start_state("fresh", it.state, SHARD))
+    fresh = iterator(store, phase_start_state("fresh", it.state))
     docs += read(fresh, 2)
     assert fresh.unique_tokens(start, fresh.state) == sum(length(i) for i in set(docs))
 

@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import student_logits
+
 from normgrow.data import collate
+from normgrow.objective import loss_positions, next_token_labels
 from normgrow.diagnostics import (
     angular_distance,
     diagnose,
@@ -78,6 +81,35 @@ def test_identity_block_has_zero_removal_effect(teacher):
     assert len(report["boundaries"]) == 3
     # boundary statistics count only real tokens
     assert report["boundaries"][0]["all"]["count"] == 13
+
+
+def test_removing_a_block_that_helps_raises_the_ce_by_its_exact_effect(teacher):
+    """ΔCE = CE(block bypassed) − CE(full): positive for a block trained on the batch, and equal to
+    the CE of the student without its last block (pre-norm: the final norm follows the last active
+    layer either way) minus the full student's."""
+    torch.manual_seed(0)
+    student = BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0)
+    batch = collate([np.arange(1, 9), np.arange(3, 8)], pad_id=0)
+    positions = loss_positions(batch.attention_mask)
+    labels = next_token_labels(batch.input_ids, positions)
+    student.set_trainable([1])
+    optimizer = torch.optim.Adam([p for p in student.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(30):  # block 1 (with the head) learns this batch
+        loss = torch.nn.functional.cross_entropy(student_logits(student, batch, positions), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    def ce(active: int) -> float:
+        student.active_blocks = active
+        with torch.no_grad():
+            return float(torch.nn.functional.cross_entropy(student_logits(student, batch, positions), labels))
+
+    expected = ce(1) - ce(2)
+    student.active_blocks = 2
+    delta = diagnose(student, batch, special_ids=[0])["blocks"][1]["delta_ce"]
+    assert expected > 0.3
+    assert delta == pytest.approx(expected, rel=1e-5)
 
 
 def test_boundaries_are_the_residual_stream_between_blocks(teacher):

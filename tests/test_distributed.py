@@ -13,10 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import make_teacher, tiny_run_config, write_phase_inputs
+from conftest import make_teacher, phase_arguments_for, tiny_run_config, write_phase_inputs
 from safetensors.torch import load_file
 
-from normgrow import config as cfg
 from normgrow.data import Batch
 from normgrow.distributed import Ranks, process_group, shard_student
 from normgrow.launch import torchrun_command
@@ -40,7 +39,7 @@ def setup(tmp_path_factory) -> dict:
     config["diagnostics"] = {"runs": ["post-grow"], "snapshots_per_phase": 2}
     setup = {"root": root, "config": config}
     for phase in (0, 1):
-        (root / f"spec{phase}.json").write_text(json.dumps(cfg.phase_spec(config, "post-grow", 7, phase)))
+        (root / f"spec{phase}.json").write_text(json.dumps(phase_arguments_for(config, "post-grow", 7, phase)))
     proc = train(setup, "phase0", phase=0)
     assert proc.returncode == 0, proc.stdout[-3000:]
     setup["reference"] = root / "reference"
@@ -107,7 +106,7 @@ def test_two_ranks_match_one_process(setup):
 
 def test_activation_checkpointing_gives_the_same_training(setup):
     config = json.loads((setup["root"] / "spec1.json").read_text())
-    config["train"]["activation_checkpointing"] = True
+    config["execution"]["activation_checkpointing"] = True
     spec = setup["root"] / "spec1-checkpointing.json"
     spec.write_text(json.dumps(config))
     proc = train(setup, "checkpointing", ranks=2, spec=spec)
@@ -134,7 +133,7 @@ def test_state_saved_by_two_ranks_resumes_with_one_and_with_two(setup):
 
 def test_a_batch_that_does_not_split_over_the_ranks_is_refused(setup):
     config = json.loads((setup["root"] / "spec1.json").read_text())
-    config["train"]["batch_size"] = 3
+    config["spec"]["training"]["batch_size"] = 3
     spec = setup["root"] / "spec1-odd.json"
     spec.write_text(json.dumps(config))
     proc = train(setup, "odd", ranks=2, spec=spec)
@@ -156,7 +155,7 @@ def test_multi_node_command_starts_one_torchrun_per_node_inside_srun():
 
 def test_bf16_compute_keeps_fp32_weights_and_tracks_the_fp32_loss(setup):
     config = json.loads((setup["root"] / "spec1.json").read_text())
-    config["train"]["precision"] = "bf16"
+    config["spec"]["training"]["precision"] = "bf16"
     spec = setup["root"] / "spec1-bf16.json"
     spec.write_text(json.dumps(config))
     proc = train(setup, "bf16", ranks=2, spec=spec)

@@ -14,10 +14,8 @@ import sys
 import pandas as pd
 import pytest
 import torch
-from conftest import REPO, VISIBLE_GPUS, tiny_run_config, write_phase_inputs
+from conftest import REPO, VISIBLE_GPUS, phase_arguments_for, tiny_run_config, write_phase_inputs
 from safetensors.torch import load_file
-
-from normgrow import config as cfg
 
 GPU_ENV = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
 if VISIBLE_GPUS is not None:
@@ -37,10 +35,10 @@ def test_a_bf16_phase_on_the_gpu_tracks_the_cpu_fp32_phase(tmp_path):
     write_phase_inputs(tmp_path, seed=3, documents=40, longest=14, valid=5)
     config = tiny_run_config()
     config["train"].update(phase_steps=8, batch_size=4, eval_every=4)
-    specs = {"cpu": cfg.phase_spec(config, "post-freeze", 7, 0)}
+    specs = {"cpu": phase_arguments_for(config, "post-freeze", 7, 0)}
     config["train"]["precision"] = "bf16"
     config["teacher"]["dtype"] = "bfloat16"
-    specs["gpu"] = cfg.phase_spec(config, "post-freeze", 7, 0)
+    specs["gpu"] = phase_arguments_for(config, "post-freeze", 7, 0)
     for name, spec in specs.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(spec))
         command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(tmp_path / f"{name}.json"),

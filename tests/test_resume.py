@@ -10,9 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import tiny_run_config, write_phase_inputs
-
-from normgrow import config as cfg
+from conftest import phase_arguments_for, tiny_run_config, write_phase_inputs
 
 STEPS, STATE_EVERY = 12, 3
 DECLARED = ("student.safetensors", "state.json", "train.csv", "eval.csv")
@@ -26,19 +24,19 @@ def setup(tmp_path_factory) -> dict:
     config["train"].update(phase_steps=STEPS, state_every=STATE_EVERY, eval_every=4)
     config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 3}
     spec = root / "spec.json"
-    spec.write_text(json.dumps(cfg.phase_spec(config, "post-freeze", 5, 0)))
+    spec.write_text(json.dumps(phase_arguments_for(config, "post-freeze", 5, 0)))
     setup = {"root": root, "spec": spec}
     setup["reference"] = train(setup, "reference")
     assert setup["reference"].returncode == 0, setup["reference"].stderr
     return setup
 
 
-def train(setup: dict, name: str, fault: str | None = None) -> subprocess.CompletedProcess:
+def train(setup: dict, name: str, fault: str | None = None, spec: Path | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
     if fault:
         env["NORMGROW_FAULT"] = fault
     root = setup["root"]
-    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(setup["spec"]),
+    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(spec or setup["spec"]),
                "--teacher", str(root / "teacher"), "--tokens", str(root / "tokens"), "--out", str(root / name)]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
@@ -118,7 +116,8 @@ def test_nan_stops_the_phase_and_keeps_the_last_good_state(setup):
     proc = train(setup, "nan", fault="nan@5")
     assert proc.returncode != 0
     assert "FloatingPointError" in proc.stderr
-    assert "post-freeze seed 5 phase 0: non-finite loss (nan)" in proc.stderr and "at update 5" in proc.stderr
+    assert "post seed 5 phase 0 [" in proc.stderr and "]: non-finite loss (nan)" in proc.stderr
+    assert "at update 5" in proc.stderr
     resume = setup["root"] / "nan" / "resume"
     assert sorted(p.name for p in resume.glob("state-*.json")) == ["state-3.json"]
     for name in DECLARED:
@@ -126,6 +125,81 @@ def test_nan_stops_the_phase_and_keeps_the_last_good_state(setup):
     # a rerun without the fault resumes from the good state and matches the reference
     assert train(setup, "nan").returncode == 0
     assert_same_as_reference(setup, "nan")
+
+
+def changed_arguments(setup: dict, name: str, part: str, **changes) -> Path:
+    """A copy of the phase's `--spec` file with `changes` to its `part` ("spec" or "execution")."""
+    arguments = json.loads(setup["spec"].read_text())
+    target = arguments["spec"]["training"] if part == "spec" else arguments["execution"]
+    target.update(changes)
+    path = setup["root"] / f"{name}.json"
+    path.write_text(json.dumps(arguments))
+    return path
+
+
+def test_a_state_saved_under_other_execution_settings_resumes(setup):
+    """state_every, loss_chunk and threads are not part of the phase: its resume states stay valid."""
+    assert train(setup, "execution", fault="kill@8").returncode == -9
+    other = changed_arguments(setup, "execution", "execution", state_every=5, loss_chunk=7, threads=2)
+    proc = train(setup, "execution", spec=other)
+    assert proc.returncode == 0, proc.stderr
+    assert "resumed from the state at update 6" in proc.stderr
+
+
+@pytest.mark.parametrize("part,changes", [("spec", {"lr": 0.02}), ("execution", {"snapshots": 1})])
+def test_a_state_of_another_phase_or_other_snapshots_is_not_resumed(setup, part, changes):
+    name = f"other-{part}"
+    assert train(setup, name, fault="kill@8").returncode == -9
+    proc = train(setup, name, spec=changed_arguments(setup, name, part, **changes))
+    assert proc.returncode == 0, proc.stderr
+    assert "resumed" not in proc.stderr
+
+
+def test_resume_restores_the_random_number_generators(setup, monkeypatch):
+    """With a source of randomness in every update (torch, numpy and python draws beside the
+    objective), a phase preempted at update 5 and resumed draws exactly what the uninterrupted
+    phase drew at updates 6..12: the RNG states were saved and restored (in process)."""
+    import io
+    import random
+
+    import numpy as np
+    import torch
+
+    from normgrow import trainer
+    from normgrow.launch import read_phase_arguments
+
+    draws: list[tuple] = []
+    terms = trainer.distillation_terms
+
+    def with_draws(*args, **kwargs):
+        draws.append((float(torch.rand(1)), float(np.random.rand()), random.random()))
+        return terms(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "distillation_terms", with_draws)
+    spec, execution = read_phase_arguments(setup["spec"])
+    root = setup["root"]
+
+    def run(name: str) -> list[tuple]:
+        draws.clear()
+        threads = torch.get_num_threads()
+        try:
+            trainer.run_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / name,
+                              log=io.StringIO())
+        finally:
+            torch.set_num_threads(threads)
+        return list(draws)
+
+    reference = run("rng-reference")
+    monkeypatch.setenv("NORMGROW_FAULT", "term@5")
+    with pytest.raises(trainer.Preempted):
+        run("rng-resumed")
+    monkeypatch.delenv("NORMGROW_FAULT")
+    random.seed(123)  # the process's generators move on before the rerun, as in a new process
+    np.random.seed(123)
+    torch.manual_seed(123)
+    resumed = run("rng-resumed")
+    assert len(reference) == STEPS and len(resumed) == STEPS - 5
+    assert resumed == reference[5:]
 
 
 @pytest.mark.slow
@@ -140,8 +214,8 @@ def test_workflow_with_every_phase_preempted_once_matches_the_uninterrupted_run(
     proc = subprocess.run(snakemake_command(tmp_path, "--cores", "2", "--", "results/metrics/phases.csv"),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    logs = list((tmp_path / "logs" / "runs").rglob("*.log"))
-    assert len(logs) == 25
+    logs = list((tmp_path / "logs" / "phases").glob("*.log"))
+    assert len(logs) == len(list((ci_workdir / "results" / "phases").iterdir())) == 18
     for log in logs:
         assert "resumed from the state at update 5" in log.read_text(), log
     for name in ("phases.csv", "evals.csv", "transitions.csv", "block_removal.csv"):

@@ -72,9 +72,9 @@ def test_ci_config_builds_the_paper_through_slurm(slurm_run):
     assert (paper / "tables" / "table1.csv").is_file()
     # every job but those that only build tables, figures and the report was submitted with sbatch
     submitted = Counter(re.findall(r"has been submitted with SLURM jobid \d+ \(log: \S*/rule_(\w+)/", proc.stdout))
-    assert submitted["train_phase"] == 25 and submitted["diagnose"] == 8, submitted
+    assert submitted["train_phase"] == 18 and submitted["diagnose"] == 8, submitted  # each distinct phase once
     assert {"corpus", "tokenizer", "tokenize", "pretrain_teacher", "check_teacher"} <= set(submitted)
-    assert not set(submitted) & {"collect_metrics", "paper", "all"}
+    assert not set(submitted) & {"collect_metrics", "paper", "run_index", "all"}
     assert re.search(r"localrule (paper|collect_metrics):", proc.stdout)
 
 
@@ -82,12 +82,12 @@ def test_ci_config_builds_the_paper_through_slurm(slurm_run):
 def test_every_phase_trained_with_two_ranks_on_its_gpu(slurm_run):
     workdir, proc = slurm_run
     assert proc.returncode == 0, proc.stdout[-5000:]
-    states = list((workdir / "results" / "runs").glob("*/seed*/phase*/state.json"))
-    assert len(states) == 25
+    states = list((workdir / "results" / "phases").glob("*/state.json"))
+    assert len(states) == 18
     for state in states:
         assert json.loads(state.read_text())["ranks"] == 2, state
-    logs = list((workdir / "logs" / "runs").rglob("*.log"))
-    assert len(logs) == 25
+    logs = list((workdir / "logs" / "phases").glob("*.log"))
+    assert len(logs) == 18
     for log in logs:
         text = log.read_text()
         assert "--nproc_per_node=2" in text, log

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import csv
 import io
 import json
@@ -11,14 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import BATCH, LAYERS_PER_BLOCK, SEED, STEPS, tiny_run_config
+from conftest import BATCH, LAYERS_PER_BLOCK, SEED, STEPS, student_logits, tiny_run_config
 from safetensors.torch import load_file
 
-from normgrow import config as cfg
+from normgrow.curriculum import Execution, Training, phase_spec
+from normgrow.data import collate
+from normgrow.objective import Objective, loss_positions, next_token_labels
+from normgrow.schedule import lr_at
 from normgrow.student import BlockStackStudent
-from normgrow.trainer import build_optimizer, run_phase, trainable_blocks
+from normgrow.trainer import build_optimizer, run_phase
 
-TRAIN = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0}
+TRAIN = Training.from_config(tiny_run_config()["train"])
 
 
 def test_build_optimizer(teacher):
@@ -41,23 +43,16 @@ def test_build_optimizer(teacher):
     assert all(id(p) not in got for p in student.blocks[0].parameters())
 
 
-def test_trainable_blocks():
-    assert trainable_blocks({"active_blocks": 3, "trainable": "newest"}) == [2]
-    assert trainable_blocks({"active_blocks": 3, "trainable": "all"}) == [0, 1, 2]
-    assert trainable_blocks({"active_blocks": 1, "trainable": "newest"}) == [0]
-    assert trainable_blocks({"active_blocks": 1, "trainable": "all"}) == [0]
-
-
 # ---------------------------------------------------------------- end to end
-def run_all(workspace: dict, name: str) -> list[Path]:
-    config = tiny_run_config()
+def run_all(workspace: dict, name: str, config: dict | None = None, run: str = "post-freeze") -> list[Path]:
+    config = config or tiny_run_config()
     outs, previous = [], None
     threads = torch.get_num_threads()
     try:
-        for phase in range(len(config["curricula"]["freeze"])):
-            spec = cfg.phase_spec(config, "post-freeze", SEED, phase)
+        for phase in range(len(config["curricula"][config["runs"][run]["curriculum"]])):
+            spec = phase_spec(config, run, SEED, phase)
             out = workspace["root"] / name / f"phase{phase}"
-            run_phase(copy.deepcopy(spec), workspace["teacher"], workspace["tokens"], previous, out,
+            run_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], previous, out,
                       log=io.StringIO())
             outs.append(out)
             previous = out
@@ -77,10 +72,10 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def test_spec_shape():
-    spec = cfg.phase_spec(tiny_run_config(), "post-freeze", SEED, 1)
-    assert spec["shard_docs"] == STEPS * BATCH
-    assert [p["active_blocks"] for p in spec["phases"]] == [1, 2]
-    assert all(p["schedule_offset"] == 0 and p["schedule_length"] == STEPS for p in spec["phases"])
+    spec = phase_spec(tiny_run_config(), "post-freeze", SEED, 1)
+    assert spec.shard_docs == STEPS * BATCH
+    assert [p.active_blocks for p in spec.phases] == [1, 2]
+    assert all(p.schedule_offset == 0 and p.schedule_length == STEPS for p in spec.phases)
 
 
 def test_freeze_checkpoints(workspace, freeze_run):
@@ -167,3 +162,33 @@ def test_deterministic_on_cpu(workspace, freeze_run):
         assert (a / "eval.csv").read_text() == (b / "eval.csv").read_text()
         rows_a, rows_b = read_csv(a / "train.csv"), read_csv(b / "train.csv")
         assert [r["loss"] for r in rows_a] == [r["loss"] for r in rows_b]
+
+
+def test_first_logged_loss_is_the_objective_of_the_first_batch(workspace, freeze_run):
+    """The objective evaluated independently (full logits, the unfused path) on the first batch with
+    the initial student equals the first logged loss, CE and KD: means over the loss positions."""
+    config = tiny_run_config()
+    teacher = workspace["teacher_model"]
+    student = BlockStackStudent.from_teacher(teacher, "post", 2, LAYERS_PER_BLOCK, seed=SEED)
+    student.active_blocks = 1
+    batch = collate([np.array(doc) for doc in workspace["train"][:BATCH]], pad_id=0)  # phase 0 reads in order
+    positions = loss_positions(batch.attention_mask)
+    with torch.no_grad():
+        teacher_logits = teacher(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[positions]
+        terms = Objective(**config["objective"])(student_logits(student, batch, positions), teacher_logits,
+                                                 next_token_labels(batch.input_ids, positions))
+    first = read_csv(freeze_run[0] / "train.csv")[0]
+    for name, column in (("total", "loss"), ("ce", "ce"), ("kd", "kd")):
+        assert float(first[column]) == pytest.approx(float(terms[name]), rel=1e-5), name
+
+
+def test_lr_restart_false_continues_the_schedule_across_phases(workspace):
+    config = tiny_run_config()
+    config["curricula"] = {"two": [{"active_blocks": 1}, {"active_blocks": 2, "lr_restart": False}]}
+    config["runs"] = {"post-two": {"placement": "post", "curriculum": "two"}}
+    outs = run_all(workspace, "no-restart", config, run="post-two")
+    logged = [float(r["lr"]) for out in outs for r in read_csv(out / "train.csv")]
+    train = config["train"]
+    want = [lr_at(t, 2 * STEPS, train["lr"], train["min_lr"], train["warmup_fraction"]) for t in range(1, 2 * STEPS + 1)]
+    assert logged == pytest.approx(want, rel=1e-12)
+    assert logged[STEPS] < logged[STEPS - 1]  # no restart to the peak at the second phase

@@ -20,13 +20,16 @@ import pytest
 import yaml
 from conftest import REPO
 
-from normgrow.config import run_phases
+from normgrow.cli import merge
+from normgrow.config import validate_config
+from normgrow.curriculum import PhaseTable
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 CI = REPO / "configs" / "ci.yaml"
 DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
 ONE_EACH = ("corpus", "tokenizer", "tokenize", "pretrain_teacher", "check_teacher", "collect_metrics",
             "paper", "all")
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 PHASE_FILES = ("student.safetensors", "state.json", "train.csv", "eval.csv")
 
 
@@ -50,9 +53,6 @@ class Job:
         text = self.fields.get("output", "")
         return text.split(", ") if text else []
 
-    def phase_key(self) -> tuple[str, int, int]:
-        w = self.wildcards
-        return w["run"], int(w["seed"]), int(w["phase"])
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -96,58 +96,60 @@ def job_stats(output: str) -> Counter:
     return stats
 
 
-def expected_phases(config: dict, seeds) -> set[tuple[str, int, int]]:
-    return {(run, seed, p) for run in config["runs"] for seed in seeds
-            for p in range(len(run_phases(config, run)))}
+def phases_of(*configs: Path | dict) -> PhaseTable:
+    """The distinct phases of the default config merged with `configs` (as --configfile merges)."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    for extra in configs:
+        merge(config, extra if isinstance(extra, dict) else yaml.safe_load(Path(extra).read_text()))
+    return PhaseTable.from_config(validate_config(config, SCHEMA))
 
 
-def phase_jobs(jobs: list[Job]) -> list[tuple[str, int, int]]:
-    return [job.phase_key() for job in jobs if job.rule == "train_phase"]
+def phase_jobs(jobs: list[Job]) -> list[str]:
+    """The key of every phase a (dry) run trains."""
+    return [job.wildcards["key"] for job in jobs if job.rule == "train_phase"]
 
 
 # ---------------------------------------------------------------- dry runs
-def test_default_dag_has_every_phase_of_every_run(tmp_path):
+def test_default_dag_trains_each_distinct_phase_once(tmp_path):
     jobs = dry_run(tmp_path)
     counts = Counter(job.rule for job in jobs)
     for rule in ONE_EACH:
         assert counts[rule] == 1, rule
+    table = phases_of()
     phases = phase_jobs(jobs)
-    assert len(phases) == len(set(phases)) == 25
-    assert set(phases) == expected_phases(DEFAULT, [42])
-    assert len({run for run, _, _ in phases}) == 10
-    assert Counter(run for run, _, _ in phases) == {
-        "pre-joint": 1, "post-joint": 1, "pre-grow": 3, "post-grow": 3, "pre-freeze": 3, "post-freeze": 3,
-        "pre-grow-reset": 3, "post-grow-reset": 3, "post-joint-long": 2, "post-joint-longer": 3}
-    # each phase job writes the four phase files into its own directory
-    for job in jobs:
+    assert len(phases) == len(set(phases)) == 18  # 25 phases of 10 runs, 7 of them shared
+    assert set(phases) == set(table.specs)
+    assert counts["run_index"] == 10  # every run keeps its own view of its phases
+    for job in jobs:  # each phase job writes the four phase files into its own content-keyed directory
         if job.rule == "train_phase":
-            run, seed, p = job.phase_key()
-            folder = f"results/runs/{run}/seed{seed}/phase{p}"
+            folder = f"results/phases/{job.wildcards['key']}"
             assert {f"{folder}/{name}" for name in PHASE_FILES} <= set(job.outputs)
 
 
-def test_phase_jobs_chain_within_a_run(tmp_path):
+def test_phase_jobs_chain_along_the_curriculum(tmp_path):
     jobs = dry_run(tmp_path)
+    table = phases_of()
     for job in jobs:
         if job.rule != "train_phase":
             continue
-        run, seed, p = job.phase_key()
+        spec = table.specs[job.wildcards["key"]]
         inputs = job.fields["input"].split(", ")
         assert "results/data/tokens" in inputs and "results/teacher/check.json" in inputs
-        previous = [i for i in inputs if i.startswith("results/runs/")]
-        if p == 0:
+        previous = [i for i in inputs if i.startswith("results/phases/")]
+        if spec.index == 0:
             assert previous == []
         else:
-            assert sorted(previous) == [f"results/runs/{run}/seed{seed}/phase{p - 1}/{name}"
+            assert sorted(previous) == [f"results/phases/{spec.previous.key}/{name}"
                                         for name in ("state.json", "student.safetensors")]
 
 
-def test_ci_dag_has_every_phase_of_every_run(tmp_path):
+def test_ci_dag_trains_each_distinct_phase_once(tmp_path):
     jobs = dry_run(tmp_path, "--configfile", str(CI))
     counts = Counter(job.rule for job in jobs)
     for rule in ONE_EACH:
         assert counts[rule] == 1, rule
-    assert sorted(phase_jobs(jobs)) == sorted(expected_phases(DEFAULT, [42]))
+    assert sorted(phase_jobs(jobs)) == sorted(phases_of(CI).specs)
+    assert len(phase_jobs(jobs)) == 18
 
 
 def test_paper_config_dag_has_every_phase_of_every_run(tmp_path):
@@ -156,7 +158,8 @@ def test_paper_config_dag_has_every_phase_of_every_run(tmp_path):
     counts = Counter(job.rule for job in jobs)
     assert counts["pretrain_teacher"] == 0  # the teacher comes from the hub
     assert counts["check_teacher"] == 1 and counts["paper"] == 1
-    assert sorted(phase_jobs(jobs)) == sorted(expected_phases(DEFAULT, [42]))
+    assert sorted(phase_jobs(jobs)) == sorted(phases_of(REPO / "configs" / "paper.yaml").specs)
+    assert len(phase_jobs(jobs)) == 18
 
 
 def test_paper_dag_through_the_slurm_profile_gives_every_phase_its_gpus(tmp_path):
@@ -170,9 +173,8 @@ def test_paper_dag_through_the_slurm_profile_gives_every_phase_its_gpus(tmp_path
     proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
     jobs = parse_jobs(proc.stdout)
-    config = {**DEFAULT, **paper}
-    phases = {job.phase_key(): job for job in jobs if job.rule == "train_phase"}
-    assert set(phases) == expected_phases(config, DEFAULT["seeds"]) and len(phases) == 25
+    phases = {job.wildcards["key"]: job for job in jobs if job.rule == "train_phase"}
+    assert set(phases) == set(phases_of(paper).specs) and len(phases) == 18
     train = paper["resources"]["train"]
     for key, job in phases.items():
         resources = job.resources
@@ -189,8 +191,8 @@ def test_two_seeds_double_the_phase_jobs(tmp_path):
     seeds.write_text("seeds: [1, 2]\n")
     jobs = dry_run(tmp_path, "--configfile", str(CI), str(seeds))
     phases = phase_jobs(jobs)
-    assert len(phases) == 50
-    assert set(phases) == expected_phases(DEFAULT, [1, 2])
+    assert len(phases) == 36
+    assert set(phases) == set(phases_of(CI, {"seeds": [1, 2]}).specs)
     counts = Counter(job.rule for job in jobs)
     for rule in ONE_EACH:  # data, teacher and paper are shared by the seeds
         assert counts[rule] == 1, rule
@@ -256,12 +258,18 @@ def test_ci_run_teacher_beats_the_unigram_baseline(ci_run):
 
 
 @pytest.mark.slow
-def test_ci_run_writes_every_phase(ci_run):
+def test_ci_run_writes_every_phase_once_and_every_run_sees_its_phases(ci_run):
+    table = phases_of(CI)
+    assert sorted(p.name for p in (ci_run / "results" / "phases").iterdir()) == sorted(table.specs)
     runs = ci_run / "results" / "runs"
-    for run, seed, p in expected_phases(DEFAULT, [42]):
-        folder = runs / run / f"seed{seed}" / f"phase{p}"
-        for name in PHASE_FILES:
-            assert (folder / name).is_file(), folder / name
+    for (run, seed), keys in table.runs.items():
+        index = yaml.safe_load((runs / run / f"seed{seed}" / "phases.json").read_text())
+        assert [entry["key"] for entry in index["phases"]] == keys
+        for p, key in enumerate(keys):
+            link = runs / run / f"seed{seed}" / f"phase{p}"
+            assert link.is_symlink() and link.resolve() == (ci_run / "results" / "phases" / key).resolve()
+            for name in PHASE_FILES:
+                assert (link / name).is_file(), link / name
     assert len(list(runs.glob("*/seed*/phase*"))) == 25
 
 
@@ -275,17 +283,47 @@ def test_ci_run_rerun_has_nothing_to_do(ci_run):
 
 @pytest.mark.slow
 def test_ci_run_forcerun_one_phase_reruns_it_and_downstream_only(ci_run):
-    target = "results/runs/post-grow/seed42/phase1/state.json"
+    keys = phases_of(CI).runs[("post-grow", 42)]
+    target = f"results/phases/{keys[1]}/state.json"
     jobs = dry_run(ci_run, "results/paper", "--configfile", str(CI), "--forcerun", target)
-    assert sorted(phase_jobs(jobs)) == [("post-grow", 42, 1), ("post-grow", 42, 2)]
+    assert sorted(phase_jobs(jobs)) == sorted(keys[1:])
     counts = Counter(job.rule for job in jobs)
-    assert counts["collect_metrics"] == counts["paper"] == 1
+    assert counts["collect_metrics"] == counts["paper"] == counts["run_index"] == 1
     for upstream in ("corpus", "tokenizer", "tokenize", "pretrain_teacher", "check_teacher"):
         assert counts[upstream] == 0, upstream
     # nothing of another run (or of post-grow's phase 0) is rebuilt
     for job in jobs:
         if "run" in job.wildcards:
             assert job.wildcards["run"] == "post-grow", (job.rule, job.wildcards)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", ["threads=2", 'train={"state_every": 7}', 'train={"loss_chunk": 100}',
+                                     'resources={"train": {"runtime": 600}}'])
+def test_ci_run_execution_settings_rerun_nothing(ci_run, setting):
+    proc = snakemake(ci_run, "-n", "--configfile", str(CI), "--config", setting, "--", "results/paper")
+    assert proc.returncode == 0, proc.stdout
+    assert "Nothing to be done" in proc.stdout, proc.stdout
+
+
+@pytest.mark.slow
+def test_ci_run_a_science_setting_reruns_every_phase(ci_run):
+    jobs = dry_run(ci_run, "--configfile", str(CI), "--config", 'train={"lr": 0.002}', "--", "results/paper")
+    assert sorted(phase_jobs(jobs)) == sorted(phases_of(CI, {"train": {"lr": 0.002}}).specs)
+    assert len(phase_jobs(jobs)) == 18
+
+
+@pytest.mark.slow
+def test_ci_run_a_run_extending_a_curriculum_trains_only_its_new_phase(ci_run, tmp_path):
+    extra = {"curricula": {"grow-more": [*DEFAULT["curricula"]["grow"], {"active_blocks": 3, "data": "fresh"}]},
+             "runs": {"post-grow-more": {"placement": "post", "curriculum": "grow-more"}}}
+    (tmp_path / "more.yaml").write_text(yaml.safe_dump(extra))
+    jobs = dry_run(ci_run, "--configfile", str(CI), str(tmp_path / "more.yaml"), "--", "results/paper")
+    keys = phases_of(CI, extra).runs[("post-grow-more", 42)]
+    assert keys[:3] == phases_of(CI).runs[("post-grow", 42)]
+    assert phase_jobs(jobs) == [keys[3]]
+    counts = Counter(job.rule for job in jobs)
+    assert counts["run_index"] == 1 and counts["corpus"] == counts["check_teacher"] == 0
 
 
 @pytest.mark.slow
@@ -296,12 +334,13 @@ def test_a_phase_job_with_two_ranks_launches_torchrun_and_matches_one_process(ci
 
     for part in ("data", "teacher"):
         shutil.copytree(ci_run / "results" / part, tmp_path / "results" / part)
-    phase = "results/runs/pre-joint/seed42/phase0"
+    key = phases_of(CI).runs[("pre-joint", 42)][0]
+    phase = f"results/phases/{key}"
     proc = snakemake(tmp_path, "--configfile", str(CI), str(REPO / "tests" / "slurm" / "resources.yaml"),
                      "--cores", "2", "--", f"{phase}/state.json")
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "1 of 1 steps (100%) done" in proc.stdout  # only the phase ran
-    log = (tmp_path / "logs" / "runs" / "pre-joint" / "seed42" / "phase0.log").read_text()
+    log = (tmp_path / "logs" / "phases" / f"{key}.log").read_text()
     assert "torch.distributed.run --standalone --nproc_per_node=2" in log
     assert yaml.safe_load((tmp_path / phase / "state.json").read_text())["ranks"] == 2
     for table in ("train.csv", "eval.csv"):

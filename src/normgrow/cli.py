@@ -3,15 +3,17 @@
 - `python -m normgrow.cli train-phase ...` runs one phase outside Snakemake (the same function the
   workflow's train rule calls), e.g. for fault-injection tests;
 - `python -m normgrow.cli plan config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` prints the
-  resource plan of a configuration (normgrow.plan)."""
+  resource plan of a configuration (normgrow.plan);
+- `python -m normgrow.cli phases config.yaml [more.yaml ...]` prints where every phase of every run
+  is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from normgrow.launch import read_phase_arguments
 from normgrow.trainer import Preempted, run_phase
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
@@ -21,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="normgrow")
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train-phase", help="train one phase of one run")
-    train.add_argument("--spec", type=Path, required=True, help="phase spec as JSON (normgrow.config.phase_spec)")
+    train.add_argument("--spec", type=Path, required=True,
+                       help="phase spec and execution settings as JSON (normgrow.launch.phase_arguments)")
     train.add_argument("--teacher", required=True, help="teacher hub id or local directory")
     train.add_argument("--tokens", type=Path, required=True, help="tokenized data directory")
     train.add_argument("--previous", type=Path, help="the previous phase's output directory")
@@ -34,29 +37,53 @@ def main(argv: list[str] | None = None) -> int:
                       help="plan without it whatever train.activation_checkpointing says")
     plan.add_argument("--teacher-config", help="a directory or hub id whose config.json describes the teacher "
                                                "(default: teacher.name)")
+    phases = commands.add_parser("phases", help="every run's phases, their directories and the runs sharing them")
+    phases.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     args = parser.parse_args(argv)
     if args.command == "plan":
         return print_plan(args)
-    spec = json.loads(args.spec.read_text())
+    if args.command == "phases":
+        return print_phases(args)
+    spec, execution = read_phase_arguments(args.spec)
     try:
-        run_phase(spec, args.teacher, args.tokens, args.previous, args.out)
+        run_phase(spec, execution, args.teacher, args.tokens, args.previous, args.out)
     except Preempted as stop:
         print(stop, file=sys.stderr)
         return Preempted.exit_code
     return 0
 
 
-def print_plan(args) -> int:
+def read_configs(paths: list[Path]) -> dict:
+    """Config files merged in order and validated, as the workflow sees them."""
     import yaml
-    from transformers import AutoConfig
 
     from normgrow.config import validate_config
-    from normgrow.plan import format_plan, plan
 
     config: dict = {}
-    for path in args.configs:
+    for path in paths:
         merge(config, yaml.safe_load(path.read_text()))
-    validate_config(config, SCHEMA)
+    return validate_config(config, SCHEMA)
+
+
+def print_phases(args) -> int:
+    from normgrow.curriculum import PhaseTable
+
+    table = PhaseTable.from_config(read_configs(args.configs))
+    print(f"{len(table.specs)} distinct phases of {sum(map(len, table.runs.values()))} run phases")
+    for (run, seed), keys in table.runs.items():
+        for p, key in enumerate(keys):
+            others = [label for label in table.sharing(key) if label != f"{run} seed {seed} phase {p}"]
+            print(f"{run} seed {seed} phase {p}: results/phases/{key}"
+                  + (f"  (shared with {', '.join(others)})" if others else ""))
+    return 0
+
+
+def print_plan(args) -> int:
+    from transformers import AutoConfig
+
+    from normgrow.plan import format_plan, plan
+
+    config = read_configs(args.configs)
     teacher = args.teacher_config or config["teacher"]["name"]
     if teacher is None:
         raise SystemExit("teacher.name is null (a teacher built by the workflow): pass --teacher-config DIR")

@@ -1,10 +1,7 @@
-"""Runs as data: expand the validated config into phases, and check what a JSON schema cannot.
+"""The validated config: schema (with defaults), the checks a JSON schema cannot express, and
+what jobs ask a cluster for. Phases and their identity are in normgrow.curriculum.
 
-A run names a placement and a curriculum; a curriculum is a list of phases. Each phase has
-`active_blocks`, `trainable` ("all" active blocks, or only the "newest"), `data` (the policy of the
-document iterator at phase start: `continue`, `reset` or `fresh`), `steps` and `lr_restart`.
-Every phase starts a fresh optimizer; `lr_restart: false` continues the previous phase's
-schedule instead of restarting it (the schedule then spans both phases).
+Imports neither torch nor transformers (the DAG is built from it).
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from normgrow.data import DataState, phase_start_state
-from normgrow.placement import PLACEMENTS
+from normgrow.curriculum import TRAIN_EXECUTION, DataState, run_phases, shard_docs
 
 
 class ConfigError(ValueError):
@@ -45,6 +41,8 @@ def validate_config(config: dict, schema_path: Path) -> dict:
     schema = yaml.safe_load(Path(schema_path).read_text())
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if _parse_command_line_strings(config, errors):
+        errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         lines = []
         for error in errors:
@@ -55,74 +53,24 @@ def validate_config(config: dict, schema_path: Path) -> dict:
     return config
 
 
-def run_phases(config: dict, run: str) -> list[dict]:
-    """The phases of `run`, with defaults filled in and each phase's LR-schedule segment.
-
-    `schedule_offset` is the number of updates of the same schedule before this phase and
-    `schedule_length` the schedule's total length (both from `lr_restart`).
-    """
-    spec = config["runs"][run]
-    phases = []
-    for i, raw in enumerate(config["curricula"][spec["curriculum"]]):
-        phase = {"trainable": "all", "data": "continue", "lr_restart": True,
-                 "steps": config["train"]["phase_steps"], **raw}
-        phase["index"] = i
-        phases.append(phase)
-    segments: list[list[dict]] = []
-    for phase in phases:
-        if phase["lr_restart"] or not segments:
-            segments.append([])
-        segments[-1].append(phase)
-    for segment in segments:
-        offset = 0
-        for phase in segment:
-            phase["schedule_offset"] = offset
-            phase["schedule_length"] = sum(q["steps"] for q in segment)
-            offset += phase["steps"]
-    return phases
-
-
-def shard_docs(config: dict) -> int:
-    """Documents in the shard: those one phase of `train.phase_steps` steps consumes."""
-    return config["train"]["phase_steps"] * config["train"]["batch_size"]
-
-
-def phase_spec(config: dict, run: str, seed: int, phase: int) -> dict:
-    """Everything the trainer needs to run one phase, as plain data (a Snakemake param)."""
-    return {
-        "run": run,
-        "seed": int(seed),
-        "phase": int(phase),
-        "placement": config["runs"][run]["placement"],
-        "phases": run_phases(config, run),
-        "student": config["student"],
-        "objective": config["objective"],
-        "train": config["train"],
-        "shard_docs": shard_docs(config),
-        "snapshots": snapshots_per_phase(config, run),
-        "teacher_dtype": config["teacher"]["dtype"],
-        "threads": config["threads"],
-    }
-
-
-def snapshots_per_phase(config: dict, run: str) -> int:
-    """Checkpoints a phase of `run` saves for the diagnostics (0: only its final checkpoint)."""
-    diagnostics = config.get("diagnostics", {})
-    return diagnostics.get("snapshots_per_phase", 3) if run in diagnostics.get("runs", []) else 0
-
-
-def snapshot_steps(steps: int, count: int) -> list[int]:
-    """`count` evenly spaced steps of a phase, the last being the phase end (at least 1)."""
-    return sorted({max(1, round(k * steps / count)) for k in range(1, count + 1)}) if count else []
-
-
-def run_checkpoints(config: dict, run: str) -> list[tuple[int, int]]:
-    """(phase, global step) of every saved checkpoint of `run`, in order."""
-    out, offset = [], 0
-    for phase in run_phases(config, run):
-        out += [(phase["index"], offset + t) for t in snapshot_steps(phase["steps"], snapshots_per_phase(config, run))]
-        offset += phase["steps"]
-    return out
+def _parse_command_line_strings(config: dict, errors: list) -> bool:
+    """Snakemake passes the nested values of `--config 'train={"state_every": 7}'` as strings
+    ('7'): where the schema wants another type, read such a string as YAML would. True if any
+    value changed."""
+    changed = False
+    for error in errors:
+        if error.validator != "type" or not isinstance(error.instance, str) or not error.absolute_path:
+            continue
+        value = yaml.safe_load(error.instance)
+        if isinstance(value, str) or not jsonschema.Draft202012Validator(error.schema).is_valid(value):
+            continue
+        *parents, last = error.absolute_path
+        container = config
+        for part in parents:
+            container = container[part]
+        container[last] = value
+        changed = True
+    return changed
 
 
 def train_docs_required(config: dict) -> int:
@@ -132,10 +80,17 @@ def train_docs_required(config: dict) -> int:
     for run in config["runs"]:
         state = DataState()
         for phase in run_phases(config, run):
-            state = phase_start_state(phase["data"], state, shard)
-            state = state.advanced(phase["steps"] * batch, shard)
+            state = phase.start_state(state).advanced(phase.steps * batch, shard)
             needed = max(needed, state.high_water)
     return needed
+
+
+def science_config(config: dict) -> dict:
+    """The config without its execution settings (threads, resources, train.state_every, ...):
+    what a report records, so that changing how jobs run rebuilds nothing."""
+    science = {k: v for k, v in config.items() if k not in ("threads", "resources")}
+    science["train"] = {k: v for k, v in config["train"].items() if k not in TRAIN_EXECUTION}
+    return science
 
 
 def check_config(config: dict) -> None:
@@ -143,9 +98,6 @@ def check_config(config: dict) -> None:
     blocks = config["student"]["blocks"]
     for run, spec in config["runs"].items():
         where = f"runs.{run}"
-        if spec["placement"] not in PLACEMENTS:
-            raise ConfigError(f"{where}.placement: {spec['placement']!r} is not a registered "
-                              f"placement ({', '.join(sorted(PLACEMENTS))})")
         if spec["curriculum"] not in config["curricula"]:
             raise ConfigError(f"{where}.curriculum: {spec['curriculum']!r} is not defined under "
                               f"curricula ({', '.join(sorted(config['curricula']))})")

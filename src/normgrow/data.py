@@ -8,9 +8,10 @@ The iterator of a run reads *positions*; a position maps to a training-document 
   epoch 0 in order, every later epoch in a fresh permutation seeded by (seed, epoch);
 - in `stream` mode, position p reads document p: the documents after the shard, never wrapping.
 
-Phase data policies set the iterator at phase start: `continue` keeps it where the previous phase
-left it, `reset` rewinds it to the start of the shard, `fresh` switches to `stream` mode at the
-first document not yet read in this run (past the shard once the shard has been read). Since reads
+Phase data policies (normgrow.curriculum.phase_start_state) set the iterator at phase start:
+`continue` keeps it where the previous phase left it, `reset` rewinds it to the start of the shard,
+`fresh` switches to `stream` mode at the first document not yet read in this run (past the shard
+once the shard has been read). Since reads
 are contiguous from document 0, the documents a run has read are exactly [0, high_water), which
 makes unique-token accounting exact.
 """
@@ -23,11 +24,13 @@ import importlib.util
 import itertools
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from normgrow.curriculum import DataState
 
 
 # ---------------------------------------------------------------- corpus and splits
@@ -232,41 +235,6 @@ def epoch_permutation(shard_docs: int, seed: int, epoch: int) -> np.ndarray:
     return np.random.default_rng([seed, epoch]).permutation(shard_docs)
 
 
-@dataclass(frozen=True)
-class DataState:
-    """Where a run's document iterator stands: mode, next position, documents read so far."""
-
-    mode: str = "shard"
-    position: int = 0
-    high_water: int = 0
-
-    def document(self, position: int, shard_docs: int, seed: int) -> int:
-        if self.mode == "stream":
-            return position
-        epoch, offset = divmod(position, shard_docs)
-        return offset if epoch == 0 else int(epoch_permutation(shard_docs, seed, epoch)[offset])
-
-    def advanced(self, reads: int, shard_docs: int) -> DataState:
-        end = self.position + reads
-        if self.mode == "stream":
-            return replace(self, position=end, high_water=max(self.high_water, end))
-        return replace(self, position=end, high_water=max(self.high_water, min(end, shard_docs)))
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def phase_start_state(policy: str, previous: DataState, shard_docs: int) -> DataState:
-    """The iterator at the start of a phase under data policy `continue`, `reset` or `fresh`."""
-    if policy == "continue":
-        return previous
-    if policy == "reset":
-        return replace(previous, mode="shard", position=0)
-    if policy == "fresh":
-        return replace(previous, mode="stream", position=previous.high_water)
-    raise ValueError(f"unknown data policy {policy!r} (continue, reset, fresh)")
-
-
 class DocumentIterator:
     """Training batches of one phase, read from `state` onward."""
 
@@ -275,9 +243,15 @@ class DocumentIterator:
         self.store, self.state = store, state
         self.shard_docs, self.batch_size, self.pad_id, self.seed = shard_docs, batch_size, pad_id, seed
 
+    def document(self, position: int) -> int:
+        """The training-document index that `position` reads in the current mode."""
+        if self.state.mode == "stream":
+            return position
+        epoch, offset = divmod(position, self.shard_docs)
+        return offset if epoch == 0 else int(epoch_permutation(self.shard_docs, self.seed, epoch)[offset])
+
     def next_batch(self) -> Batch:
-        indices = [self.state.document(self.state.position + i, self.shard_docs, self.seed)
-                   for i in range(self.batch_size)]
+        indices = [self.document(self.state.position + i) for i in range(self.batch_size)]
         if max(indices) >= len(self.store):
             raise IndexError(f"the phase needs training document {max(indices)}, but the train split "
                              f"holds {len(self.store)}; lower the budgets or use a larger corpus")

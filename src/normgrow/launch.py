@@ -18,8 +18,10 @@ import shlex
 import signal
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
+from normgrow.curriculum import Execution, PhaseSpec
 from normgrow.trainer import Preempted, run_phase
 
 RENDEZVOUS_PORT = 29500
@@ -40,22 +42,32 @@ def torchrun_command(ranks_per_node: int, nodes: int, phase_args: list[str]) -> 
     return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash", "-c", per_node]
 
 
-def launch_phase(spec: dict, teacher: str, tokens: Path, previous: Path | None, out: Path, log,
-                 ranks_per_node: int = 1, nodes: int = 1) -> int:
+def phase_arguments(spec: PhaseSpec, execution: Execution) -> dict:
+    """The phase spec and its execution settings as JSON data (`train-phase --spec`)."""
+    return {"spec": spec.to_json(), "execution": asdict(execution)}
+
+
+def read_phase_arguments(path: Path) -> tuple[PhaseSpec, Execution]:
+    data = json.loads(Path(path).read_text())
+    return PhaseSpec.from_json(data["spec"]), Execution(**data["execution"])
+
+
+def launch_phase(spec: PhaseSpec, execution: Execution, teacher: str, tokens: Path, previous: Path | None,
+                 out: Path, log, ranks_per_node: int = 1, nodes: int = 1) -> int:
     """Train one phase with `ranks_per_node × nodes` ranks; return the exit status (143: preempted,
     resume by rerunning)."""
     print(f"{ranks_per_node} rank(s) per node on {nodes} node(s); "
           f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}", file=log, flush=True)
     if ranks_per_node == 1 and nodes == 1:
         try:
-            run_phase(spec, teacher, tokens, previous, out, log)
+            run_phase(spec, execution, teacher, tokens, previous, out, log)
         except Preempted as stop:
             print(stop, file=log, flush=True)
             return Preempted.exit_code
         return 0
     out.mkdir(parents=True, exist_ok=True)
     spec_path = out / ".spec.json"
-    spec_path.write_text(json.dumps(spec))
+    spec_path.write_text(json.dumps(phase_arguments(spec, execution)))
     args = ["--spec", str(spec_path), "--teacher", str(teacher), "--tokens", str(tokens), "--out", str(out)]
     if previous is not None:
         args += ["--previous", str(previous)]

@@ -9,23 +9,50 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 
-def collect(state_paths: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Read each phase's state.json and the eval.csv beside it."""
+@dataclass(frozen=True)
+class RunPhase:
+    """One phase of one run and seed as the run sees it (an entry of its phases.json): where the
+    (possibly shared) phase lives and the run's own curriculum entry."""
+
+    run: str
+    seed: int
+    phase: int
+    folder: Path
+    trainable_blocks: tuple[int, ...]
+    data_policy: str
+
+
+def run_layout(index_paths: list[Path]) -> list[RunPhase]:
+    """Every phase of every run, from the runs' phase indexes (rule run_index), in order: a phase
+    shared by several runs appears once per run."""
+    layout = []
+    for path in map(Path, index_paths):
+        index = json.loads(path.read_text())
+        layout += [RunPhase(index["run"], index["seed"], e["phase"], Path(e["dir"]), tuple(e["trainable_blocks"]),
+                            e["data_policy"]) for e in index["phases"]]
+    return layout
+
+
+def collect(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read each phase's state.json and the eval.csv beside it. The curriculum entry (data policy,
+    trainable blocks) is the run's own: a shared phase may have been trained under an equivalent
+    one (`reset` at phase 0 is `continue`)."""
     eval_frames, phase_rows = [], []
-    for state_path in map(Path, state_paths):
-        state = json.loads(state_path.read_text())
-        key = {"run": state["run"], "seed": state["seed"], "phase": state["phase"]}
-        evals = pd.read_csv(state_path.parent / "eval.csv")
+    for entry in layout:
+        state = json.loads((entry.folder / "state.json").read_text())
+        key = {"run": entry.run, "seed": entry.seed, "phase": entry.phase}
+        evals = pd.read_csv(entry.folder / "eval.csv")
         eval_frames.append(evals.assign(**key, placement=state["placement"]))
         row = {**key, "placement": state["placement"], "active_blocks": state["active_blocks"],
                "active_layers": state["active_layers"],
-               "trainable_blocks": " ".join(map(str, state["trainable_blocks"])),
-               "data_policy": state["data_policy"], "global_step": state["global_step"],
+               "trainable_blocks": " ".join(map(str, entry.trainable_blocks)),
+               "data_policy": entry.data_policy, "global_step": state["global_step"],
                **{k: state["final_eval"][k] for k in ("ce", "kd", "ppl")},
                **{f"phase_{k}": v for k, v in state["phase_counters"].items()},
                **{f"run_{k}": v for k, v in state["run_counters"].items()},

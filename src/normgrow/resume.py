@@ -38,6 +38,14 @@ def spec_hash(spec: dict) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
+def seed_all(value: int) -> None:
+    """Seed every generator a phase may draw from (torch, numpy, python), so that a phase is the
+    same in any process."""
+    torch.manual_seed(value)
+    np.random.seed(value)
+    random.seed(value)
+
+
 def rng_state() -> dict:
     return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
 

@@ -39,37 +39,25 @@ from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
 from normgrow.checkpoint import atomic_write, load_student, read_json, save_student, write_json
-from normgrow.config import snapshot_steps
-from normgrow.data import DataState, DocumentIterator, TokenStore, fixed_batches, phase_start_state
+from normgrow.curriculum import DataState, Execution, PhaseSpec, Training, snapshot_steps
+from normgrow.data import DocumentIterator, TokenStore, fixed_batches
 from normgrow.distributed import Ranks, process_group, shard_student
 from normgrow.evaluate import evaluate_student
 from normgrow.forward import distillation_terms
 from normgrow.objective import Objective, loss_positions
-from normgrow.resume import ResumeStore, rng_state, set_rng_state
-from normgrow.schedule import lr_at
+from normgrow.resume import ResumeStore, rng_state, seed_all, set_rng_state
 from normgrow.student import BlockStackStudent
 from normgrow.teacher import load_teacher
 
 COUNTERS = ("tokens", "unique_tokens", "active_layer_tokens", "steps")
 
 
-def trainable_blocks(phase: dict) -> list[int]:
-    """`all` active blocks, or only the `newest` one (freeze control)."""
-    active = phase["active_blocks"]
-    return list(range(active)) if phase["trainable"] == "all" else [active - 1]
-
-
-def build_optimizer(student: torch.nn.Module, train: dict) -> torch.optim.AdamW:
+def build_optimizer(student: torch.nn.Module, training: Training) -> torch.optim.AdamW:
     """AdamW over the trainable parameters, with the fused kernel (one pass over each parameter's
     state instead of one per operation; ~10× faster than the default on CPU)."""
     params = [p for p in student.parameters() if p.requires_grad]
-    return torch.optim.AdamW(params, lr=train["lr"], betas=tuple(train["betas"]), eps=train["eps"],
-                             weight_decay=train["weight_decay"], fused=True)
-
-
-def phase_lr(phase: dict, t: int, train: dict) -> float:
-    return lr_at(phase["schedule_offset"] + t, phase["schedule_length"], train["lr"], train["min_lr"],
-                 train["warmup_fraction"])
+    return torch.optim.AdamW(params, lr=training.lr, betas=training.betas, eps=training.eps,
+                             weight_decay=training.weight_decay, fused=True)
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
@@ -107,63 +95,63 @@ def injected_fault() -> tuple[str | None, int]:
     return (kind, int(step)) if step else (None, 0)
 
 
-def run_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | None, out: Path,
-              log=sys.stderr) -> dict:
-    """Train phase `spec['phase']` of `spec['run']`; write student.safetensors, state.json,
-    train.csv, eval.csv and snapshots/ under `out`. Resumes from `out/resume/` if a verified state
-    is there. Runs in this process, or on every rank of a torchrun launch (normgrow.launch), with
-    the student sharded by FSDP2 (normgrow.distributed). Returns the state."""
+def run_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path, previous: Path | None,
+              out: Path, log=sys.stderr) -> dict:
+    """Train the phase `spec` (the last of its phases) from the previous phase's outputs in
+    `previous`; write student.safetensors, state.json, train.csv, eval.csv and snapshots/ under
+    `out`. Resumes from `out/resume/` if a verified state of the same spec is there. Runs in this
+    process, or on every rank of a torchrun launch (normgrow.launch), with the student sharded by
+    FSDP2 (normgrow.distributed). Returns the state."""
     with process_group() as ranks:
-        return train_phase(spec, teacher_path, Path(tokens_dir), previous, Path(out), ranks,
+        return train_phase(spec, execution, teacher_path, Path(tokens_dir), previous, Path(out), ranks,
                            log if ranks.main else open(os.devnull, "w"))
 
 
-def train_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path | None, out: Path, ranks: Ranks,
-                log) -> dict:
+def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path, previous: Path | None,
+                out: Path, ranks: Ranks, log) -> dict:
     start_time = time.time()
-    torch.set_num_threads(spec["threads"])
-    seed, p = spec["seed"], spec["phase"]
-    phase, train = spec["phases"][p], spec["train"]
-    if train["batch_size"] % ranks.world:
-        raise ValueError(f"train.batch_size ({train['batch_size']}) must be a multiple of the number of ranks "
+    torch.set_num_threads(execution.threads)
+    seed, p, phase, training = spec.seed, spec.index, spec.phase, spec.training
+    if training.batch_size % ranks.world:
+        raise ValueError(f"train.batch_size ({training.batch_size}) must be a multiple of the number of ranks "
                          f"({ranks.world}) so that every rank trains on equal shares of the global batch")
-    torch.manual_seed(seed * 1000 + p)
+    seed_all(seed * 1000 + p)
     out.mkdir(parents=True, exist_ok=True)
-    label = f"{spec['run']} seed {seed} phase {p}"
+    label = spec.describe()
     meta = json.loads((tokens_dir / "meta.json").read_text())
     pad_id = meta["boundary_id"]
 
-    teacher = load_teacher(teacher_path, spec["teacher_dtype"], spec["student"]["attn_implementation"])
+    teacher = load_teacher(teacher_path, spec.teacher_dtype, spec.student["attn_implementation"])
     teacher.to(ranks.device)
-    s = spec["student"]
-    student = BlockStackStudent.from_teacher(teacher, spec["placement"], s["blocks"], s["layers_per_block"],
+    s = spec.student
+    student = BlockStackStudent.from_teacher(teacher, spec.placement, s["blocks"], s["layers_per_block"],
                                              seed, s["attn_implementation"])
     if p == 0:
         before = {"data": DataState().as_dict(), "run_counters": dict.fromkeys(COUNTERS, 0), "global_step": 0}
     else:
         before = read_json(previous / "state.json")
         load_student(student, previous / "student.safetensors")
-    student.active_blocks = phase["active_blocks"]
-    student.activation_checkpointing = train["activation_checkpointing"]
-    student.set_trainable(trainable_blocks(phase))
+    student.active_blocks = phase.active_blocks
+    student.activation_checkpointing = execution.activation_checkpointing
+    student.set_trainable(list(phase.trainable_blocks))
     student.train()
-    if train.get("compile"):  # slow first compile; off by default
+    if execution.compile:  # slow first compile; off by default
         student.compile_layers()
-    shard_student(student, ranks, train["precision"])
-    optimizer = build_optimizer(student, train)
-    objective = Objective(**spec["objective"])
+    shard_student(student, ranks, training.precision)
+    optimizer = build_optimizer(student, training)
+    objective = Objective(**spec.objective)
 
     store = TokenStore(tokens_dir / "train")
-    valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), train["batch_size"], pad_id)
+    valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), training.batch_size, pad_id)
     valid = [ranks.rows(batch, pad_id) for batch in valid_batches]  # this rank's rows, once per phase
-    start_state = phase_start_state(phase["data"], DataState(**before["data"]), spec["shard_docs"])
-    batches = DocumentIterator(store, start_state, spec["shard_docs"], train["batch_size"], pad_id, seed)
-    layers = phase["active_blocks"] * s["layers_per_block"]
+    start_state = phase.start_state(DataState(**before["data"]))
+    batches = DocumentIterator(store, start_state, spec.shard_docs, training.batch_size, pad_id, seed)
+    layers = phase.active_blocks * s["layers_per_block"]
     counters = dict.fromkeys(COUNTERS, 0)
     train_rows, eval_rows = [], []
     done = 0
 
-    resume = ResumeStore(out / "resume", spec, ranks, log=log)
+    resume = ResumeStore(out / "resume", {"key": spec.key, "snapshots": execution.snapshots}, ranks, log=log)
     saved = resume.load_latest(student, optimizer)
     if saved is not None:
         set_rng_state(saved["rng"])
@@ -177,26 +165,26 @@ def train_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path 
                                             "counters": counters, "train_rows": train_rows, "eval_rows": eval_rows})
 
     params = [q for q in student.parameters() if q.requires_grad]
-    snapshots = set(snapshot_steps(phase["steps"], spec["snapshots"]))
+    snapshots = set(snapshot_steps(phase.steps, execution.snapshots))
     fault_kind, fault_step = injected_fault()  # read once per phase, not per update
     sigterm = SigtermFlag()
-    progress = tqdm(range(done + 1, phase["steps"] + 1), desc=label, mininterval=5, file=log,
-                    initial=done, total=phase["steps"], disable=not ranks.main)
+    progress = tqdm(range(done + 1, phase.steps + 1), desc=label, mininterval=5, file=log,
+                    initial=done, total=phase.steps, disable=not ranks.main)
     try:
         for t in progress:
-            lr = phase_lr(phase, t, train)
+            lr = phase.lr(t, training)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             batch = batches.next_batch()
             positions = int(loss_positions(batch.attention_mask).sum())
-            terms = distillation_terms(student, teacher, ranks.rows(batch, pad_id), objective, train["loss_chunk"],
+            terms = distillation_terms(student, teacher, ranks.rows(batch, pad_id), objective, execution.loss_chunk,
                                        normalizer=positions)
             fault = fault_kind if t == fault_step else None
             if fault == "nan":
                 terms["total"] = terms["total"] * math.nan
             (terms["total"] * ranks.world).backward()  # FSDP averages gradients over the ranks
             loss, ce, kd = ranks.sum(terms["total"].detach(), terms["ce"].detach(), terms["kd"].detach())
-            grad_norm = clip_gradients(params, train["grad_clip"])
+            grad_norm = clip_gradients(params, training.grad_clip)
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                 raise FloatingPointError(f"{label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
                                          f"update {t}; the last good resume state is kept in {out / 'resume'}")
@@ -209,10 +197,10 @@ def train_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path 
             train_rows.append({"step": t, "global_step": global_step, "loss": loss, "ce": ce, "kd": kd, "lr": lr,
                                "grad_norm": grad_norm, "tokens": batch.tokens})
             progress.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
-            if t in snapshots and t < phase["steps"]:
+            if t in snapshots and t < phase.steps:
                 save_student(student, resume.directory / "snapshots" / f"step{global_step}.safetensors")
-            if t % train["eval_every"] == 0 or t == phase["steps"]:
-                metrics = evaluate_student(student, teacher, valid, objective, train["loss_chunk"], ranks)
+            if t % training.eval_every == 0 or t == phase.steps:
+                metrics = evaluate_student(student, teacher, valid, objective, execution.loss_chunk, ranks)
                 eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"],
                                   "kd": metrics["kd"], "ppl": metrics["ppl"]})
                 print(f"{label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
@@ -220,7 +208,7 @@ def train_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path 
             if fault == "term":
                 os.kill(os.getpid(), signal.SIGTERM)
             preempted = ranks.any(sigterm.requested)
-            if preempted or (t % train["state_every"] == 0 and t < phase["steps"]):
+            if preempted or (t % execution.state_every == 0 and t < phase.steps):
                 save_state(t)
             if preempted:
                 raise Preempted(f"{label}: SIGTERM at update {t}; state saved in {out / 'resume'}; "
@@ -232,16 +220,16 @@ def train_phase(spec: dict, teacher_path: str, tokens_dir: Path, previous: Path 
 
     counters["unique_tokens"] = batches.unique_tokens(start_state, batches.state)
     state = {
-        "run": spec["run"], "seed": seed, "phase": p, "placement": spec["placement"],
-        "active_blocks": phase["active_blocks"], "active_layers": layers, "trainable_blocks": trainable_blocks(phase),
-        "data_policy": phase["data"], "global_step": before["global_step"] + phase["steps"],
+        "key": spec.key, "seed": seed, "phase": p, "placement": spec.placement,
+        "active_blocks": phase.active_blocks, "active_layers": layers, "trainable_blocks": list(phase.trainable_blocks),
+        "data_policy": phase.data, "global_step": before["global_step"] + phase.steps,
         "data": batches.state.as_dict(), "phase_counters": counters,
         "run_counters": {k: before["run_counters"][k] + counters[k] for k in COUNTERS},
         "final_eval": eval_rows[-1], "wall_seconds": time.time() - start_time, "ranks": ranks.world,
     }
     save_student(student, out / "student.safetensors")
     if ranks.main:
-        write_outputs(out, state, train_rows, eval_rows, resume.directory / "snapshots", phase["steps"] in snapshots)
+        write_outputs(out, state, train_rows, eval_rows, resume.directory / "snapshots", phase.steps in snapshots)
     resume.clear()
     ranks.barrier()
     return state

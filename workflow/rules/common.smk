@@ -1,20 +1,15 @@
-# Helpers shared by all rule files (config validation, run/seed lists, input functions).
-from normgrow.config import (
-    job_resources,
-    launch_ranks,
-    phase_spec,
-    rank_batch_size,
-    run_checkpoints,
-    run_phases,
-    train_docs_required,
-    validate_config,
-)
+# Helpers shared by all rule files (config validation, the distinct phases, input functions).
+from normgrow.config import job_resources, launch_ranks, science_config, train_docs_required, validate_config
+from normgrow.curriculum import PhaseTable, run_checkpoints, run_phases
 
 validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
 
 RUNS = list(config["runs"])
 SEEDS = [str(s) for s in config["seeds"]]
-PHASE_DIR = "results/runs/{run}/seed{seed}/phase{phase}"
+# Every distinct phase, trained once under results/phases/{key}/ (normgrow.curriculum).
+PHASES = PhaseTable.from_config(config)
+PHASE_DIR = "results/phases/{key}"
+RUN_INDEX = "results/runs/{run}/seed{seed}/phases.json"
 
 
 def corpus_train_docs():
@@ -34,32 +29,49 @@ def teacher_param(wildcards, input):
     return config["teacher"]["name"] or input.teacher[0]
 
 
+def previous_phase(wildcards):
+    """A phase starts from the outputs of the phase before it in its curriculum."""
+    previous = PHASES.specs[wildcards.key].previous
+    if previous is None:
+        return []
+    folder = PHASE_DIR.format(key=previous.key)
+    return [f"{folder}/student.safetensors", f"{folder}/state.json"]
+
+
 def previous_phase_dir(wildcards, input):
     return os.path.dirname(input.previous[0]) if input.previous else None
 
 
-def previous_phase(wildcards):
-    """Phase p starts from phase p−1's checkpoint of the same run and seed."""
-    p = int(wildcards.phase)
-    if p == 0:
-        return []
-    prev = PHASE_DIR.format(run=wildcards.run, seed=wildcards.seed, phase=p - 1)
-    return [f"{prev}/student.safetensors", f"{prev}/state.json"]
+def run_phase_files(wildcards, name="state.json"):
+    """The `name` file of every phase of one run and seed, in phase order."""
+    return [f"{PHASE_DIR.format(key=key)}/{name}" for key in PHASES.runs[(wildcards.run, int(wildcards.seed))]]
+
+
+def run_index_entries(wildcards):
+    """Each phase of a run as the run sees it: its key and directory, and its curriculum entry."""
+    keys = PHASES.runs[(wildcards.run, int(wildcards.seed))]
+    return [{"phase": phase.index, "key": key, "dir": PHASE_DIR.format(key=key), "active_blocks": phase.active_blocks,
+             "trainable_blocks": list(phase.trainable_blocks), "data_policy": phase.data}
+            for phase, key in zip(run_phases(config, wildcards.run), keys)]
+
+
+def run_indexes():
+    """The phase index of every run and seed (config order)."""
+    return [RUN_INDEX.format(run=run, seed=seed) for run in RUNS for seed in SEEDS]
 
 
 def all_phase_outputs(name="state.json"):
-    """The `name` file of every phase of every run, for every seed."""
-    return [
-        f"{PHASE_DIR.format(run=run, seed=seed, phase=p)}/{name}"
-        for run in RUNS
-        for seed in SEEDS
-        for p in range(len(run_phases(config, run)))
-    ]
+    """The `name` file of every distinct phase."""
+    return [f"{PHASE_DIR.format(key=key)}/{name}" for key in PHASES.specs]
 
 
 def phase_checkpoint_steps(wildcards):
     """Global steps of the checkpoints that phase `wildcards.phase` of the run saved."""
     return [step for phase, step in run_checkpoints(config, wildcards.run) if phase == int(wildcards.phase)]
+
+
+def diagnosed_phase_dir(wildcards):
+    return PHASE_DIR.format(key=PHASES.runs[(wildcards.run, int(wildcards.seed))][int(wildcards.phase)])
 
 
 def all_diagnostics():

@@ -7,7 +7,6 @@ rule corpus:
     params:
         data=config["data"],
         train_docs=corpus_train_docs(),
-        required_docs=train_docs_required(config),
     log:
         "logs/data/corpus.log",
     benchmark:

@@ -1,6 +1,6 @@
 rule diagnose:
     input:
-        snapshots="results/runs/{run}/seed{seed}/phase{phase}/snapshots",
+        snapshots=lambda wildcards: f"{diagnosed_phase_dir(wildcards)}/snapshots",
         teacher=teacher_input(),
         tokens="results/data/tokens",
     output:
@@ -8,7 +8,7 @@ rule diagnose:
     params:
         teacher=teacher_param,
         placement=lambda wildcards: config["runs"][wildcards.run]["placement"],
-        active_blocks=lambda wildcards: run_phases(config, wildcards.run)[int(wildcards.phase)]["active_blocks"],
+        active_blocks=lambda wildcards: run_phases(config, wildcards.run)[int(wildcards.phase)].active_blocks,
         steps=phase_checkpoint_steps,
         student=config["student"],
     threads: config["threads"]

@@ -1,8 +1,7 @@
 rule collect_metrics:
     input:
+        indexes=run_indexes(),
         states=all_phase_outputs("state.json"),
-        evals=all_phase_outputs("eval.csv"),
-        train=all_phase_outputs("train.csv"),
         diagnostics=all_diagnostics(),
     output:
         evals="results/metrics/evals.csv",
@@ -31,7 +30,7 @@ rule paper:
     output:
         directory("results/paper"),
     params:
-        config=config,
+        config=science_config(config),  # execution settings rebuild nothing
     log:
         "logs/paper/paper.log",
     conda:

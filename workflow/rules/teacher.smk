@@ -30,8 +30,6 @@ rule check_teacher:
     params:
         teacher=teacher_param,
         dtype=config["teacher"]["dtype"],
-        batch_size=rank_batch_size(config),  # one GPU's share, as in training
-        chunk=config["train"]["loss_chunk"],
         min_margin_nats=config["teacher"]["min_margin_nats"],
     threads: config["threads"]
     log:

@@ -6,6 +6,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
+from normgrow.config import rank_batch_size
 from normgrow.data import TokenStore
 from normgrow.distributed import default_device
 from normgrow.logs import job_log
@@ -18,8 +19,8 @@ with job_log(snakemake.log[0]):
     teacher = load_teacher(snakemake.params.teacher, snakemake.params.dtype).to(default_device())
     report = check_teacher(teacher, AutoTokenizer.from_pretrained(snakemake.input.tokenizer),
                            TokenStore(tokens / "train"), TokenStore(tokens / "valid"), pad_id,
-                           snakemake.params.batch_size, snakemake.params.min_margin_nats,
-                           snakemake.params.chunk)
+                           rank_batch_size(snakemake.config), snakemake.params.min_margin_nats,
+                           snakemake.config["train"]["loss_chunk"])  # execution settings: not params
     print(json.dumps(report, indent=2))
     if report["problems"]:
         raise SystemExit(f"teacher check failed for {snakemake.params.teacher}: " + "; ".join(report["problems"]))

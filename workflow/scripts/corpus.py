@@ -4,6 +4,7 @@ read) and a manifest."""
 import json
 from pathlib import Path
 
+from normgrow.config import train_docs_required
 from normgrow.data import load_corpus, split_corpus
 from normgrow.logs import job_log
 
@@ -18,7 +19,7 @@ with job_log(snakemake.log[0]):
     finally:
         for f in files.values():
             f.close()
-    required = snakemake.params.required_docs
+    required = train_docs_required(snakemake.config)  # a check, not a param: adding a run reruns nothing
     if counts["documents"]["train"] < required:
         raise SystemExit(f"the corpus yields {counts['documents']['train']} training documents, but the configured "
                          f"runs read {required}: lower train.phase_steps or train.batch_size, or use a "

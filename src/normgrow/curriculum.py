@@ -1,0 +1,303 @@
+"""The curriculum in one place: config → typed, frozen phase specs, and what identifies a phase.
+
+A run names a placement and a curriculum; a curriculum is a list of phases. Each phase has
+`active_blocks`, `trainable` (`all` active blocks, or only the `newest`), `data` (the policy of the
+document iterator at phase start: `continue`, `reset` or `fresh`), `steps` and `lr_restart`.
+Every phase starts a fresh optimizer; `lr_restart: false` continues the previous phase's schedule
+instead of restarting it (the schedule then spans both phases).
+
+**Identity.** A phase's result is determined by the teacher, the data and tokenizer, the student's
+dimensions and placement, the objective, the seed, the optimisation settings and precision, and the
+prefix of phases that leads to it. `PhaseSpec` holds exactly these, and `PhaseSpec.key` hashes
+them: two runs whose curricula start with the same phases share those phases' keys, so the
+workflow trains each distinct phase once (under `results/phases/{key}/`). Each phase enters the key
+normalised — by the blocks it trains rather than its `trainable` word (`newest` of one active
+block is `all`), and with `reset` at phase 0 read as `continue` (both start at document 0).
+
+Execution settings (`Execution`: threads, `train.state_every`, `train.loss_chunk`,
+`train.compile`, `train.activation_checkpointing`, ranks and resources) and the snapshots kept for
+the diagnostics are not part of the key: changing them retrains nothing, and resume states saved
+under other execution settings stay valid.
+
+This module imports neither torch nor transformers: building the DAG (`snakemake -n`) reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+
+from normgrow.schedule import lr_at
+
+# train.* keys that change a phase's result (the rest of `train` is execution, see Execution).
+TRAIN_SCIENCE = ("phase_steps", "batch_size", "lr", "min_lr", "warmup_fraction", "betas", "eps",
+                 "weight_decay", "grad_clip", "eval_every", "precision")
+# train.* keys that do not: how the phase runs, not what it computes.
+TRAIN_EXECUTION = ("state_every", "loss_chunk", "compile", "activation_checkpointing")
+KEY_LENGTH = 16  # hex digits of SHA-256 in a phase key
+
+
+# ---------------------------------------------------------------- the document iterator's position
+@dataclass(frozen=True)
+class DataState:
+    """Where a run's document iterator stands: mode (`shard` or `stream`), next position,
+    documents read so far (normgrow.data.DocumentIterator reads from it)."""
+
+    mode: str = "shard"
+    position: int = 0
+    high_water: int = 0
+
+    def advanced(self, reads: int, shard_docs: int) -> DataState:
+        end = self.position + reads
+        if self.mode == "stream":
+            return replace(self, position=end, high_water=max(self.high_water, end))
+        return replace(self, position=end, high_water=max(self.high_water, min(end, shard_docs)))
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+DATA_POLICIES = ("continue", "reset", "fresh")
+
+
+def phase_start_state(policy: str, previous: DataState) -> DataState:
+    """The iterator at the start of a phase under data policy `continue` (where the previous phase
+    left it), `reset` (the start of the shard) or `fresh` (stream mode, at the first document not
+    yet read in this run)."""
+    if policy == "continue":
+        return previous
+    if policy == "reset":
+        return replace(previous, mode="shard", position=0)
+    if policy == "fresh":
+        return replace(previous, mode="stream", position=previous.high_water)
+    raise ValueError(f"unknown data policy {policy!r} ({', '.join(DATA_POLICIES)})")
+
+
+# ---------------------------------------------------------------- phases
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a curriculum, defaults filled in; `schedule_offset` is the number of updates of
+    the same LR schedule before this phase and `schedule_length` the schedule's total length (both
+    from `lr_restart`)."""
+
+    index: int
+    active_blocks: int
+    trainable: str
+    data: str
+    steps: int
+    schedule_offset: int
+    schedule_length: int
+
+    @property
+    def trainable_blocks(self) -> tuple[int, ...]:
+        """`all` active blocks, or only the `newest` one (freeze control)."""
+        active = self.active_blocks
+        return tuple(range(active)) if self.trainable == "all" else (active - 1,)
+
+    def lr(self, t: int, training: Training) -> float:
+        """Learning rate of update t (1-based) of this phase."""
+        return lr_at(self.schedule_offset + t, self.schedule_length, training.lr, training.min_lr,
+                     training.warmup_fraction)
+
+    def start_state(self, previous: DataState) -> DataState:
+        return phase_start_state(self.data, previous)
+
+    def identity(self) -> dict:
+        """What of this phase determines its result, normalised (see the module docstring)."""
+        data = "continue" if self.data == "reset" and self.index == 0 else self.data
+        return {"active_blocks": self.active_blocks, "trainable_blocks": list(self.trainable_blocks), "data": data,
+                "steps": self.steps, "schedule_offset": self.schedule_offset,
+                "schedule_length": self.schedule_length}
+
+
+def curriculum_phases(raw: list[dict], phase_steps: int) -> tuple[Phase, ...]:
+    """A curriculum's phases from its config entries (defaults filled in, schedule segments)."""
+    filled = [{"trainable": "all", "data": "continue", "lr_restart": True, "steps": phase_steps, **entry}
+              for entry in raw]
+    phases, offset, length = [], 0, 0
+    for i, entry in enumerate(filled):
+        if entry["lr_restart"] or i == 0:
+            offset, length = 0, entry["steps"]
+            for later in filled[i + 1:]:
+                if later["lr_restart"]:
+                    break
+                length += later["steps"]
+        phases.append(Phase(i, entry["active_blocks"], entry["trainable"], entry["data"], entry["steps"],
+                            offset, length))
+        offset += entry["steps"]
+    return tuple(phases)
+
+
+def run_phases(config: dict, run: str) -> tuple[Phase, ...]:
+    """The phases of `run`."""
+    return curriculum_phases(config["curricula"][config["runs"][run]["curriculum"]], config["train"]["phase_steps"])
+
+
+# ---------------------------------------------------------------- one phase of one run and seed
+@dataclass(frozen=True)
+class Training:
+    """The train.* settings that change a phase's result (TRAIN_SCIENCE, less `phase_steps`, which
+    enters through each phase's steps and the shard)."""
+
+    batch_size: int
+    lr: float
+    min_lr: float
+    warmup_fraction: float
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
+    grad_clip: float
+    eval_every: int
+    precision: str
+
+    @classmethod
+    def from_config(cls, train: dict) -> Training:
+        return cls(**{k: train[k] for k in TRAIN_SCIENCE if k != "phase_steps"} | {"betas": tuple(train["betas"])})
+
+
+@dataclass(frozen=True)
+class PhaseSpec:
+    """Everything that determines one phase's result: the last of `phases` is the phase, the others
+    the curriculum prefix that leads to it. `upstream` holds the teacher, data and tokenizer
+    settings (for the key only: the trainer reads the teacher and tokens it is given)."""
+
+    seed: int
+    placement: str
+    phases: tuple[Phase, ...]
+    student: dict
+    objective: dict
+    training: Training
+    shard_docs: int
+    teacher_dtype: str
+    upstream: dict = field(default_factory=dict)
+
+    @property
+    def phase(self) -> Phase:
+        return self.phases[-1]
+
+    @property
+    def index(self) -> int:
+        return self.phase.index
+
+    @property
+    def key(self) -> str:
+        """Hex digest of the normalised spec: equal keys mean the same trained result."""
+        identity = {**asdict(self), "phases": [p.identity() for p in self.phases]}
+        blob = json.dumps(identity, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:KEY_LENGTH]
+
+    @property
+    def previous(self) -> PhaseSpec | None:
+        """The spec of the phase this one starts from (None at phase 0)."""
+        return replace(self, phases=self.phases[:-1]) if len(self.phases) > 1 else None
+
+    def describe(self) -> str:
+        return f"{self.placement} seed {self.seed} phase {self.index} [{self.key}]"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> PhaseSpec:
+        return cls(**{**data, "phases": tuple(Phase(**p) for p in data["phases"]),
+                      "training": Training(**{**data["training"], "betas": tuple(data["training"]["betas"])})})
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a phase runs and what it keeps besides its result; none of it changes the phase's
+    weights or metrics, so none of it is in the key. `snapshots`: intermediate checkpoints kept for
+    the diagnostics (0: only the final one)."""
+
+    threads: int = 1
+    state_every: int = 1000
+    loss_chunk: int = 4096
+    compile: bool = False
+    activation_checkpointing: bool = False
+    snapshots: int = 0
+
+    @classmethod
+    def from_config(cls, config: dict, snapshots: int = 0) -> Execution:
+        train = config["train"]
+        return cls(threads=config.get("threads", 1), snapshots=snapshots,
+                   **{k: train[k] for k in TRAIN_EXECUTION if k in train})
+
+
+def shard_docs(config: dict) -> int:
+    """Documents in the shard: those one phase of `train.phase_steps` steps consumes."""
+    return config["train"]["phase_steps"] * config["train"]["batch_size"]
+
+
+def upstream_identity(config: dict) -> dict:
+    """The teacher, data and tokenizer settings a phase's result depends on."""
+    teacher = {k: v for k, v in config.get("teacher", {}).items() if k != "min_margin_nats"}
+    if "pretrain" in teacher:
+        teacher["pretrain"] = {k: v for k, v in teacher["pretrain"].items() if k != "threads"}
+    return {"teacher": teacher, "data": config.get("data"), "tokenizer": config.get("tokenizer")}
+
+
+def phase_spec(config: dict, run: str, seed: int | str, phase: int | str) -> PhaseSpec:
+    """The spec of phase `phase` of `run` under `seed`."""
+    phases = run_phases(config, run)
+    return PhaseSpec(seed=int(seed), placement=config["runs"][run]["placement"], phases=phases[:int(phase) + 1],
+                     student=dict(config["student"]), objective=dict(config["objective"]),
+                     training=Training.from_config(config["train"]), shard_docs=shard_docs(config),
+                     teacher_dtype=config["teacher"]["dtype"], upstream=upstream_identity(config))
+
+
+def run_specs(config: dict, run: str, seed: int | str) -> list[PhaseSpec]:
+    """Every phase of `run` under `seed`, in order."""
+    return [phase_spec(config, run, seed, p) for p in range(len(run_phases(config, run)))]
+
+
+# ---------------------------------------------------------------- snapshots for the diagnostics
+def snapshots_per_phase(config: dict, run: str) -> int:
+    """Checkpoints a phase of `run` saves for the diagnostics (0: only its final checkpoint)."""
+    diagnostics = config.get("diagnostics", {})
+    return diagnostics.get("snapshots_per_phase", 3) if run in diagnostics.get("runs", []) else 0
+
+
+def snapshot_steps(steps: int, count: int) -> list[int]:
+    """`count` evenly spaced steps of a phase, the last being the phase end (at least 1)."""
+    return sorted({max(1, round(k * steps / count)) for k in range(1, count + 1)}) if count else []
+
+
+def run_checkpoints(config: dict, run: str) -> list[tuple[int, int]]:
+    """(phase, global step) of every checkpoint of `run` its diagnostics read, in order."""
+    out, offset = [], 0
+    for phase in run_phases(config, run):
+        out += [(phase.index, offset + t) for t in snapshot_steps(phase.steps, snapshots_per_phase(config, run))]
+        offset += phase.steps
+    return out
+
+
+# ---------------------------------------------------------------- the distinct phases of a config
+@dataclass(frozen=True)
+class PhaseTable:
+    """Every distinct phase of a config: `specs` by key (in order of first use), the keys of every
+    (run, seed) in phase order, and the snapshots each phase keeps (the most any run sharing it
+    asks for)."""
+
+    specs: dict[str, PhaseSpec]
+    runs: dict[tuple[str, int], list[str]]
+    snapshots: dict[str, int]
+
+    @classmethod
+    def from_config(cls, config: dict) -> PhaseTable:
+        specs, runs, snapshots = {}, {}, {}
+        for run in config["runs"]:
+            for seed in config["seeds"]:
+                keys = []
+                for spec in run_specs(config, run, seed):
+                    key = spec.key
+                    specs.setdefault(key, spec)
+                    snapshots[key] = max(snapshots.get(key, 0), snapshots_per_phase(config, run))
+                    keys.append(key)
+                runs[(run, int(seed))] = keys
+        return cls(specs, runs, snapshots)
+
+    def sharing(self, key: str) -> list[str]:
+        """Labels `run seed S phase P` of every run phase that is phase `key`."""
+        return [f"{run} seed {seed} phase {p}" for (run, seed), keys in self.runs.items()
+                for p, k in enumerate(keys) if k == key]

@@ -1,0 +1,228 @@
+"""The curriculum: phases from config, the phase spec, and phase identity (which phases are the same)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import sys
+
+import pytest
+import yaml
+from conftest import REPO, SCHEMA
+
+from normgrow.config import science_config, validate_config
+from normgrow.curriculum import (
+    DataState,
+    Execution,
+    PhaseSpec,
+    PhaseTable,
+    phase_spec,
+    phase_start_state,
+    run_phases,
+)
+
+
+@pytest.fixture
+def default() -> dict:
+    return validate_config(yaml.safe_load((REPO / "config.yaml").read_text()), SCHEMA)
+
+
+# ---------------------------------------------------------------- phases
+def test_run_phases_fill_defaults_and_restart_the_schedule(default):
+    phases = run_phases(default, "post-grow")
+    assert [p.active_blocks for p in phases] == [1, 2, 3]
+    for i, phase in enumerate(phases):
+        assert phase.index == i
+        assert phase.trainable == "all"
+        assert phase.data == "continue"
+        assert phase.steps == 150
+        assert phase.schedule_offset == 0
+        assert phase.schedule_length == 150
+    assert [p.trainable for p in run_phases(default, "pre-freeze")] == ["newest"] * 3
+    assert [p.data for p in run_phases(default, "pre-grow-reset")] == ["reset"] * 3
+    assert [p.data for p in run_phases(default, "post-joint-longer")] == ["continue", "fresh", "fresh"]
+
+
+def test_run_phases_do_not_change_the_config(default):
+    before = copy.deepcopy(default)
+    run_phases(default, "post-grow")
+    assert default == before
+
+
+def test_run_phases_with_steps_override(default):
+    default["curricula"]["grow"][1]["steps"] = 40
+    phases = run_phases(default, "pre-grow")
+    assert [p.steps for p in phases] == [150, 40, 150]
+    assert [p.schedule_length for p in phases] == [150, 40, 150]
+
+
+def test_lr_restart_false_continues_the_schedule(default):
+    default["curricula"]["two"] = [{"active_blocks": 3, "steps": 100},
+                                   {"active_blocks": 3, "steps": 60, "lr_restart": False}]
+    default["runs"]["post-two"] = {"placement": "post", "curriculum": "two"}
+    validate_config(default, SCHEMA)
+    phases = run_phases(default, "post-two")
+    assert [p.schedule_offset for p in phases] == [0, 100]
+    assert [p.schedule_length for p in phases] == [160, 160]
+
+
+def test_lr_restart_segments(default):
+    default["curricula"]["mix"] = [{"active_blocks": 1, "steps": 10},
+                                   {"active_blocks": 2, "steps": 20, "lr_restart": False},
+                                   {"active_blocks": 3, "steps": 30},
+                                   {"active_blocks": 3, "steps": 40, "lr_restart": False},
+                                   {"active_blocks": 3, "steps": 50, "lr_restart": False}]
+    default["runs"]["mix"] = {"placement": "pre", "curriculum": "mix"}
+    phases = run_phases(validate_config(default, SCHEMA), "mix")
+    assert [p.schedule_offset for p in phases] == [0, 10, 0, 30, 70]
+    assert [p.schedule_length for p in phases] == [30, 30, 120, 120, 120]
+
+
+def test_first_phase_without_lr_restart_starts_a_schedule(default):
+    default["curricula"]["joint"][0]["lr_restart"] = False
+    phases = run_phases(default, "pre-joint")
+    assert phases[0].schedule_offset == 0 and phases[0].schedule_length == 150
+
+
+def test_phase_spec_round_trips_through_json(default):
+    spec = phase_spec(default, "post-joint-long", "42", "1")
+    again = PhaseSpec.from_json(json.loads(json.dumps(spec.to_json())))
+    assert again == spec and again.key == spec.key
+    assert spec.seed == 42 and spec.index == 1 and spec.placement == "post"
+    assert spec.shard_docs == 150 * 8
+    assert len(spec.phases) == 2 and spec.phase.data == "fresh"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.seed = 1
+
+
+def test_trainable_blocks():
+    def blocks(active, trainable):
+        return run_phases({"train": {"phase_steps": 5}, "runs": {"r": {"curriculum": "c"}},
+                           "curricula": {"c": [{"active_blocks": active, "trainable": trainable}]}}, "r")[0]
+    assert blocks(3, "newest").trainable_blocks == (2,)
+    assert blocks(3, "all").trainable_blocks == (0, 1, 2)
+    assert blocks(1, "newest").trainable_blocks == (0,)
+
+
+def test_phase_start_states():
+    read = DataState(mode="shard", position=1500, high_water=1200)
+    assert phase_start_state("continue", read) == read
+    assert phase_start_state("reset", read) == DataState("shard", 0, 1200)
+    assert phase_start_state("fresh", read) == DataState("stream", 1200, 1200)
+    with pytest.raises(ValueError, match="shuffle"):
+        phase_start_state("shuffle", read)
+
+
+# ---------------------------------------------------------------- identity
+def keys(config: dict) -> dict[tuple[str, int], list[str]]:
+    return PhaseTable.from_config(config).runs
+
+
+def test_default_config_has_18_distinct_phases_of_25(default):
+    table = PhaseTable.from_config(default)
+    assert sum(len(k) for k in table.runs.values()) == 25
+    assert len(table.specs) == 18
+    runs = table.runs
+    for placement in ("pre", "post"):
+        # phase 0 of grow, freeze (one active block: newest is all) and grow-reset (reset at 0 is continue)
+        assert runs[(f"{placement}-grow", 42)][0] == runs[(f"{placement}-freeze", 42)][0] \
+            == runs[(f"{placement}-grow-reset", 42)][0]
+        assert len({runs[(f"{placement}-{c}", 42)][1] for c in ("grow", "freeze", "grow-reset")}) == 3
+        assert runs[(f"{placement}-joint", 42)][0] != runs[(f"{placement}-grow", 42)][0]
+    assert runs[("post-joint", 42)] == runs[("post-joint-long", 42)][:1] == runs[("post-joint-longer", 42)][:1]
+    assert runs[("post-joint-long", 42)] == runs[("post-joint-longer", 42)][:2]
+    assert runs[("pre-joint", 42)] != runs[("post-joint", 42)]  # the placement is part of the identity
+
+
+def test_shared_phase_keeps_the_most_snapshots(default):
+    table = PhaseTable.from_config(default)
+    shared = table.runs[("post-grow", 42)][0]  # diagnosed; shared with post-freeze (not diagnosed)
+    assert table.snapshots[shared] == 3
+    assert table.snapshots[table.runs[("post-freeze", 42)][1]] == 0
+    assert "post-freeze seed 42 phase 0" in table.sharing(shared)
+
+
+@pytest.mark.parametrize("change", [
+    lambda c: c.update(threads=2),
+    lambda c: c["train"].update(state_every=7),
+    lambda c: c["train"].update(loss_chunk=100),
+    lambda c: c["train"].update(compile=True, activation_checkpointing=True),
+    lambda c: c["resources"]["train"].update(gpus=4),
+    lambda c: c["teacher"].update(min_margin_nats=0.1),
+    lambda c: c.update(runs={f"renamed-{run}": spec for run, spec in c["runs"].items()}),
+])
+def test_execution_settings_and_names_do_not_change_keys(default, change):
+    before = sorted(PhaseTable.from_config(default).specs)
+    changed = copy.deepcopy(default)
+    change(changed)
+    assert sorted(PhaseTable.from_config(changed).specs) == before
+
+
+@pytest.mark.parametrize("change", [
+    lambda c: c["train"].update(lr=2e-3),
+    lambda c: c["train"].update(batch_size=4),
+    lambda c: c["train"].update(phase_steps=100),
+    lambda c: c["train"].update(precision="bf16"),
+    lambda c: c["train"].update(eval_every=25),
+    lambda c: c["objective"].update(alpha=0.5),
+    lambda c: c["student"].update(layers_per_block=3),
+    lambda c: c["teacher"]["pretrain"].update(steps=10),
+    lambda c: c["data"].update(max_length=64),
+    lambda c: c["tokenizer"].update(vocab_size=1024),
+    lambda c: c.update(seeds=[7]),
+])
+def test_science_changes_every_key(default, change):
+    before = set(PhaseTable.from_config(default).specs)
+    changed = copy.deepcopy(default)
+    change(changed)
+    assert not before & set(PhaseTable.from_config(changed).specs)
+
+
+def test_extending_a_curriculum_keeps_its_prefix(default):
+    extended = copy.deepcopy(default)
+    extended["curricula"]["grow-more"] = [*default["curricula"]["grow"], {"active_blocks": 3, "data": "fresh"}]
+    extended["runs"]["post-grow-more"] = {"placement": "post", "curriculum": "grow-more"}
+    table = PhaseTable.from_config(extended)
+    assert table.runs[("post-grow-more", 42)][:3] == table.runs[("post-grow", 42)]
+    assert len(table.specs) == 19
+
+
+def test_lr_restart_false_changes_the_earlier_phase(default):
+    """A phase whose schedule continues into the next one is not the standalone phase."""
+    changed = copy.deepcopy(default)
+    changed["curricula"]["grow"][1]["lr_restart"] = False
+    table, before = PhaseTable.from_config(changed), PhaseTable.from_config(default)
+    assert table.runs[("post-grow", 42)][0] != before.runs[("post-grow", 42)][0]
+    assert table.runs[("post-freeze", 42)][0] == before.runs[("post-freeze", 42)][0]
+
+
+def test_execution_from_config(default):
+    execution = Execution.from_config(default, snapshots=3)
+    assert execution == Execution(threads=1, state_every=50, loss_chunk=4096, compile=False,
+                                  activation_checkpointing=False, snapshots=3)
+
+
+def test_science_config_drops_execution_settings(default):
+    science = science_config(default)
+    assert "threads" not in science and "resources" not in science
+    assert "state_every" not in science["train"] and science["train"]["lr"] == default["train"]["lr"]
+
+
+def test_the_dag_helpers_import_no_torch():
+    import subprocess
+    code = ("import sys, normgrow.config, normgrow.curriculum; "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_phases_command_lists_every_run_phase_and_what_it_shares(capsys):
+    from normgrow.cli import main
+
+    assert main(["phases", str(REPO / "config.yaml")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "18 distinct phases of 25 run phases"
+    freeze = next(line for line in lines if line.startswith("post-freeze seed 42 phase 0: results/phases/"))
+    assert "shared with post-grow seed 42 phase 0, post-grow-reset seed 42 phase 0" in freeze
+    assert len(lines) == 26
