@@ -45,6 +45,7 @@ def test_budgets_needing_more_documents_than_the_corpus_holds(workdir):
     assert proc.returncode != 0
     assert "the corpus yields 100 training documents, but the configured runs read 144" in proc.stdout
     assert not (workdir / "results" / "data" / "corpus" / "manifest.json").exists()
+    assert proc.stdout.count("the corpus yields 100 training documents") == 1  # a certain error is not retried
 
 
 def test_teacher_whose_vocabulary_does_not_match_the_tokenizer(tmp_path):

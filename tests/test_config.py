@@ -160,6 +160,11 @@ def test_nested_command_line_values_are_read_as_yaml(default):
     assert "train.state_every: 'seven' is not of type 'integer'" in error_of(default)
 
 
+def test_min_lr_above_lr_is_refused(default):
+    default["train"]["min_lr"] = 1.0
+    assert "train.min_lr (1.0) is larger than train.lr (0.001)" in error_of(default)
+
+
 def test_schema_lists_every_registered_placement():
     from normgrow.placement import PLACEMENTS
 

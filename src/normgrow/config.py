@@ -6,6 +6,7 @@ Imports neither torch nor transformers (the DAG is built from it).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jsonschema
@@ -86,11 +87,11 @@ def train_docs_required(config: dict) -> int:
 
 
 def science_config(config: dict) -> dict:
-    """The config without its execution settings (threads, resources, train.state_every, ...):
-    what a report records, so that changing how jobs run rebuilds nothing."""
+    """The config without its execution settings (threads, resources, train.state_every, ...), its
+    keys sorted: what a report records, so that changing how jobs run rebuilds nothing."""
     science = {k: v for k, v in config.items() if k not in ("threads", "resources")}
     science["train"] = {k: v for k, v in config["train"].items() if k not in TRAIN_EXECUTION}
-    return science
+    return json.loads(json.dumps(science, sort_keys=True))  # `--config` reorders keys: a param compares in order
 
 
 def check_config(config: dict) -> None:
@@ -120,6 +121,10 @@ def check_config(config: dict) -> None:
     every, steps = config["train"]["eval_every"], config["train"]["phase_steps"]
     if every > steps:
         raise ConfigError(f"train.eval_every ({every}) is larger than train.phase_steps ({steps})")
+    lr, min_lr = config["train"]["lr"], config["train"]["min_lr"]
+    if min_lr > lr:
+        raise ConfigError(f"train.min_lr ({min_lr}) is larger than train.lr ({lr}): the cosine schedule would rise "
+                          "instead of decaying to it")
     ranks, batch = training_ranks(config), config["train"]["batch_size"]
     if batch % ranks:
         raise ConfigError(f"train.batch_size ({batch}) is not a multiple of the training ranks ({ranks} = "

@@ -20,6 +20,7 @@ rule train_phase:
         teacher=teacher_param,
         previous=previous_phase_dir,
     threads: config["threads"]
+    retries: 3  # a preempted or killed phase resumes from its newest state; no other rule retries
     log:
         "logs/phases/{key}.log",
     benchmark:
