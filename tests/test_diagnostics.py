@@ -5,11 +5,9 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from conftest import student_logits
 
 from normgrow.data import collate
-from normgrow.objective import loss_positions, next_token_labels
 from normgrow.diagnostics import (
     angular_distance,
     diagnose,
@@ -18,6 +16,7 @@ from normgrow.diagnostics import (
     rms_stats,
     structural_mask,
 )
+from normgrow.objective import loss_positions, next_token_labels
 from normgrow.student import BlockStackStudent
 
 

@@ -189,6 +189,7 @@ def test_lr_restart_false_continues_the_schedule_across_phases(workspace):
     outs = run_all(workspace, "no-restart", config, run="post-two")
     logged = [float(r["lr"]) for out in outs for r in read_csv(out / "train.csv")]
     train = config["train"]
-    want = [lr_at(t, 2 * STEPS, train["lr"], train["min_lr"], train["warmup_fraction"]) for t in range(1, 2 * STEPS + 1)]
+    want = [lr_at(t, 2 * STEPS, train["lr"], train["min_lr"], train["warmup_fraction"])
+            for t in range(1, 2 * STEPS + 1)]
     assert logged == pytest.approx(want, rel=1e-12)
     assert logged[STEPS] < logged[STEPS - 1]  # no restart to the peak at the second phase
