@@ -24,7 +24,7 @@ def test_fused_equals_naive(tau, chunk):
 
     fused = fused_objective(objective, hidden, weight, teacher_hidden, teacher_weight, labels, chunk)
     (3.0 * fused["total"]).backward()  # a non-unit upstream gradient is applied
-    for key in ("total", "ce", "kd"):
+    for key in ("total", "ce", "kd", "kd_soft"):
         torch.testing.assert_close(fused[key].double(), naive[key].double(), rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(hidden.grad, 3.0 * want_h, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(weight.grad, (3.0 * want_w), rtol=1e-5, atol=1e-7)

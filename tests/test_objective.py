@@ -67,6 +67,21 @@ def test_kd_direction_is_teacher_to_student():
     assert kd == pytest.approx(forward, rel=1e-5)
 
 
+def test_kd_soft_is_the_soft_cross_entropy():
+    """KD soft = −Σ q_teacher log q_student = KL + H(teacher): with identical uniform logits over V
+    classes it is log V (KL 0); for a one-hot-like teacher it is the student's CE on the teacher's class."""
+    uniform = torch.zeros(2, 8)
+    terms = Objective()(uniform, uniform.clone(), torch.tensor([0, 1]))
+    assert float(terms["kd_soft"]) == pytest.approx(math.log(8), rel=1e-6)
+    assert float(terms["kd"]) == pytest.approx(0.0, abs=1e-7)
+    student = torch.tensor([[2.0, 0.0, -1.0]])
+    teacher = torch.tensor([[0.0, 60.0, 0.0]])  # all its mass on class 1
+    got = Objective()(student, teacher, torch.tensor([0]))
+    assert float(got["kd_soft"]) == pytest.approx(-float(torch.log_softmax(student, -1)[0, 1]), rel=1e-5)
+    entropy = -float((torch.softmax(teacher, -1) * torch.log_softmax(teacher, -1)).sum())
+    assert float(got["kd_soft"]) == pytest.approx(float(got["kd"]) + entropy, rel=1e-5)
+
+
 def test_loss_positions_right_padded():
     lengths = [5, 3, 1, 6]
     mask = torch.zeros(4, 6, dtype=torch.long)

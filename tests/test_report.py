@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-TABLES = ["table1", "table2", "table3", "table4", "tableA1", "tableA2", "tableA3", "tableA4"]
+TABLES = ["table1", "table2", "table3", "table4", "tableA1", "tableA2", "tableA3", "tableA4", "tableB3"]
 FIGURES = ["validation_loss", "fig3a_interaction", "fig3b_crossover", "fig4_boundary_rms", "fig5a_token_types",
            "fig5b_grow_validation", "figA1_rms_distribution", "figA2_block_removal"]
 CHECK_IMAGES = """<script>window.addEventListener('load', () => {
@@ -28,7 +28,7 @@ def test_every_table_and_figure_is_written(ci_workdir):
         for ext in ("png", "pdf"):
             assert (paper / "figures" / f"{name}.{ext}").stat().st_size > 1000, (name, ext)
     report = (paper / "report.md").read_text()
-    assert "## Claims" in report and "Warning" in report
+    assert "## Claims" in report and "Warning" in report and "## Regime" in report
     assert re.search(r"\*\*(agrees|disagrees|inconclusive)\*\*", report)
     assert "git commit" in report and "text SHA-256" in report
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from normgrow.claims import AGREES, DISAGREES, INCONCLUSIVE, check_claims, equivalence_verdict, sign_verdict
-from normgrow.tables import Results, build_tables, table1, tableA2
+from normgrow.tables import Results, build_tables, table1, tableA2, tableA3, tableB3
 from normgrow.tables import paper_reference as ref
 
 
@@ -15,7 +15,7 @@ def phase_rows(run, placement, ces, seeds, active=None):
             value = ce[seed_index] if isinstance(ce, list) else ce
             blocks = (active or list(range(1, len(ces) + 1)))[p]
             rows.append({"run": run, "seed": seed, "phase": p, "placement": placement, "active_blocks": blocks,
-                         "active_layers": 2 * blocks, "ce": value, "kd": value / 10, "ppl": 2.0,
+                         "active_layers": 2 * blocks, "ce": value, "kd": value / 10, "kd_soft": value + 0.5, "ppl": 2.0,
                          "global_step": 10 * (p + 1), "run_steps": 10 * (p + 1), "run_tokens": 100 * (p + 1),
                          "run_unique_tokens": 100, "run_active_layer_tokens": 200 * (p + 1)})
     return rows
@@ -105,3 +105,57 @@ def test_crossover_claim():
     phases.loc[(phases["run"] == "post-grow") & (phases["phase"] == 1), "ce"] = 3.3
     claims = {c.name.split(" ")[0]: c.verdict for c in check_claims(Results(phases), pd.DataFrame(), 0.01)}
     assert claims["crossover"] == DISAGREES
+
+
+def with_controls(phases: pd.DataFrame, freeze=(3.00, 2.95), reset=(2.905, 2.795)) -> pd.DataFrame:
+    """`phases` plus the freeze and grow-reset controls, with final CEs (pre, post)."""
+    rows = []
+    for curriculum, (pre, post) in (("freeze", freeze), ("grow-reset", reset)):
+        for placement, ce in (("pre", pre), ("post", post)):
+            rows += phase_rows(f"{placement}-{curriculum}", placement, [3.5, 3.2, ce], sorted(phases["seed"].unique()))
+    return pd.concat([phases, pd.DataFrame(rows)], ignore_index=True)
+
+
+def test_freeze_table_prints_the_difference_of_the_gaps():
+    frame = tableA3(Results(with_controls(fixture())), ref()).frame().set_index(["row", "column"])
+    # Δ_freeze = 2.95 − 3.00 = −0.05; Δ_grow = 2.80 − 2.90 = −0.10
+    assert frame.loc[("Δ_freeze − Δ_grow", "Freeze"), "mean"] == pytest.approx(0.05)
+    assert frame.loc[("Δ_freeze − Δ_grow", "Freeze"), "paper"] == pytest.approx(-0.0004)
+
+
+def test_reset_table_and_claim():
+    phases = with_controls(fixture())
+    frame = tableB3(Results(phases), ref()).frame().set_index(["row", "column"])
+    assert frame.loc[("Δ reset − grow (pre)", "Grow-reset"), "mean"] == pytest.approx(0.005)
+    assert frame.loc[("Δ (Post−Pre)", "Grow-reset"), "mean"] == pytest.approx(-0.11)
+    claims = {c.name.split(" ")[0]: c.verdict for c in check_claims(Results(phases), pd.DataFrame(), 0.01)}
+    assert claims["grow"] == AGREES
+    far = with_controls(fixture(), reset=(2.95, 2.795))  # pre's reset 0.05 above its grow: not ≈
+    claims = {c.name.split(" ")[0]: c.verdict for c in check_claims(Results(far), pd.DataFrame(), 0.01)}
+    assert claims["grow"] == DISAGREES
+
+
+def rms_rows(run: str, seed: int, step: int, structural: float, regular: float, kurtosis: float) -> list[dict]:
+    placement = run.split("-")[0]
+    common = {"run": run, "seed": seed, "phase": 0, "global_step": step, "placement": placement, "std": 1.0}
+    return [{**common, "boundary": 1, "tokens": "structural", "mean": structural, "kurtosis": 3.0},
+            {**common, "boundary": 1, "tokens": "regular", "mean": regular, "kurtosis": 3.0},
+            {**common, "boundary": 1, "tokens": "all", "mean": regular, "kurtosis": kurtosis},
+            {**common, "boundary": 2, "tokens": "all", "mean": regular, "kurtosis": kurtosis / 2}]
+
+
+def test_kurtosis_and_structural_token_claims():
+    """The paper's pattern (pre-norm: heavy-tailed RMS, structural tokens far above regular ones and
+    rising; post-norm: both alike) agrees; its mirror image disagrees."""
+    phases = fixture(seeds=(1,))
+
+    def claims_for(pre, post):
+        rms = pd.DataFrame(rms_rows("pre-grow", 1, 10, *pre[0]) + rms_rows("pre-grow", 1, 30, *pre[1])
+                           + rms_rows("post-grow", 1, 10, *post[0]) + rms_rows("post-grow", 1, 30, *post[1]))
+        return {c.name.split(" ")[0]: c for c in check_claims(Results(phases), rms, 0.01)}
+
+    paper_like = claims_for(pre=[(119, 7.1, 900), (425, 11.5, 2500)], post=[(2.4, 2.3, 5), (2.45, 2.40, 4)])
+    assert paper_like["pre-norm"].verdict == AGREES and paper_like["pre-norm"].ours == "pre 2500.0, post 4.0"
+    assert paper_like["scale"].verdict == AGREES
+    mirrored = claims_for(pre=[(2.4, 2.3, 5), (2.45, 2.40, 4)], post=[(119, 7.1, 900), (425, 11.5, 2500)])
+    assert mirrored["pre-norm"].verdict == DISAGREES and mirrored["scale"].verdict == DISAGREES

@@ -1,7 +1,7 @@
 """Held-out evaluation on the fixed validation set.
 
-CE, KD: token-weighted means over all loss positions of the validation set (every position whose
-next token is real), with the objective's definitions; PPL = exp(CE).
+CE, KD, KD soft: token-weighted means over all loss positions of the validation set (every position
+whose next token is real), with the objective's definitions (normgrow.objective); PPL = exp(CE).
 """
 
 from __future__ import annotations
@@ -18,22 +18,24 @@ from normgrow.objective import Objective, loss_positions
 @torch.no_grad()
 def evaluate_student(student, teacher, batches: list[Batch], objective: Objective, chunk: int = 4096,
                      ranks=None) -> dict[str, float]:
-    """CE, KD and PPL of the student on `batches`. With `ranks` (a sharded student), `batches` are
+    """CE, KD, KD soft and PPL of the student on `batches`. With `ranks` (a sharded student), `batches` are
     this rank's rows of the validation batches (`Ranks.rows`, once per phase) and the sums are
     combined over ranks. (`no_grad`, not inference mode: FSDP reuses the gathered parameters in
     training afterwards.)"""
     was_training = student.training
     student.eval()
-    ce = kd = count = 0.0
+    ce = kd = kd_soft = count = 0.0
     for batch in batches:
         terms = distillation_terms(student, teacher, batch, objective, chunk, normalizer=1.0)
         ce += float(terms["ce"])
         kd += float(terms["kd"])
+        kd_soft += float(terms["kd_soft"])
         count += int(loss_positions(batch.attention_mask).sum())
     if ranks:
-        ce, kd, count = ranks.sum(ce, kd, count)
+        ce, kd, kd_soft, count = ranks.sum(ce, kd, kd_soft, count)
     student.train(was_training)
-    return {"ce": ce / count, "kd": kd / count, "ppl": math.exp(ce / count), "positions": int(count)}
+    return {"ce": ce / count, "kd": kd / count, "kd_soft": kd_soft / count, "ppl": math.exp(ce / count),
+            "positions": int(count)}
 
 
 @torch.inference_mode()

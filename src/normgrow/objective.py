@@ -6,6 +6,11 @@ For every non-padding position that has a next token:
 
 averaged over those positions (token-weighted across the whole batch). CE is the next-token
 cross-entropy of the student at temperature 1; KD is the KL term before weighting; PPL = exp(CE).
+
+KD soft = the soft cross-entropy −Σ q_τ^teacher · log q_τ^student = KL + H(q_τ^teacher), logged
+beside KD: it is what the paper's KD column reports (its Table 2 prints KD 3.0155 above CE 2.9802,
+which a KL of a student that close to its teacher cannot be, and a soft cross-entropy is). Only KD
+(the KL) enters the loss; KD soft differs from it by the teacher's entropy, a constant of the data.
 """
 
 from __future__ import annotations
@@ -26,15 +31,16 @@ class Objective:
                  labels: torch.Tensor) -> dict[str, torch.Tensor]:
         """Loss terms for logits of shape (N, V) over the N loss positions; labels (N,).
 
-        Returns `total`, `ce` and `kd` (all means over the N positions).
+        Returns `total`, `ce`, `kd` and `kd_soft` (all means over the N positions).
         """
         tau = self.temperature
         student_logp = F.log_softmax(student_logits.float() / tau, dim=-1)
         teacher_logp = F.log_softmax(teacher_logits.float() / tau, dim=-1)
         kd = F.kl_div(student_logp, teacher_logp, log_target=True, reduction="batchmean")
         ce = F.cross_entropy(student_logits.float(), labels)
+        kd_soft = -(teacher_logp.exp() * student_logp).sum(-1).mean()
         total = self.alpha * tau**2 * kd + self.gamma * ce
-        return {"total": total, "ce": ce, "kd": kd}
+        return {"total": total, "ce": ce, "kd": kd, "kd_soft": kd_soft}
 
 
 def loss_positions(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -76,6 +82,7 @@ class FusedDistillationLoss(torch.autograd.Function):
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
         kd_sum = hidden.new_zeros((), dtype=torch.float32)
         ce_sum = hidden.new_zeros((), dtype=torch.float32)
+        entropy_sum = hidden.new_zeros((), dtype=torch.float32)  # of the teacher, for KD soft
         rows = torch.arange(min(chunk, hidden.shape[0]), device=hidden.device)
         for start in range(0, hidden.shape[0], chunk):
             h, y = hidden[start : start + chunk], labels[start : start + chunk]
@@ -85,6 +92,7 @@ class FusedDistillationLoss(torch.autograd.Function):
             log_q = F.log_softmax(z_t / tau if tau != 1.0 else z_t, dim=-1)
             q = log_q.exp()
             kd_sum += (q * (log_q - log_p)).sum()
+            entropy_sum -= (q * log_q).sum()
             log_p1 = log_p if tau == 1.0 else F.log_softmax(z, dim=-1)
             ce_sum -= log_p1.gather(1, y[:, None]).sum()
             if need_h or need_w:
@@ -98,13 +106,13 @@ class FusedDistillationLoss(torch.autograd.Function):
                     torch.mm(grad.to(weight.dtype), weight, out=grad_hidden[start : start + chunk])
                 if need_w:
                     grad_weight.addmm_(grad.T, h.float())
-        kd, ce = kd_sum / n, ce_sum / n
+        kd, ce, kd_soft = kd_sum / n, ce_sum / n, (kd_sum + entropy_sum) / n
         ctx.save_for_backward(grad_hidden, grad_weight)
-        ctx.mark_non_differentiable(ce, kd)
-        return alpha * tau**2 * kd + gamma * ce, ce, kd
+        ctx.mark_non_differentiable(ce, kd, kd_soft)
+        return alpha * tau**2 * kd + gamma * ce, ce, kd, kd_soft
 
     @staticmethod
-    def backward(ctx, grad_total, grad_ce, grad_kd):
+    def backward(ctx, grad_total, grad_ce, grad_kd, grad_kd_soft):
         grad_hidden, grad_weight = ctx.saved_tensors  # used once: scaled in place, no copies
         if grad_hidden is not None:
             grad_hidden.mul_(grad_total.to(grad_hidden.dtype))
@@ -116,9 +124,9 @@ class FusedDistillationLoss(torch.autograd.Function):
 def fused_objective(objective: Objective, hidden, weight, teacher_hidden, teacher_weight, labels,
                     chunk: int, normalizer: float | None = None) -> dict[str, torch.Tensor]:
     """`objective` on hidden states at the loss positions, chunked over positions and fused with the
-    LM heads (see FusedDistillationLoss). Returns `total`, `ce` and `kd` like `Objective`: means over
-    the positions, or sums divided by `normalizer` if given."""
-    total, ce, kd = FusedDistillationLoss.apply(hidden, weight, teacher_hidden.detach(), teacher_weight.detach(),
-                                                labels, objective.alpha, objective.gamma, objective.temperature,
-                                                chunk, normalizer or hidden.shape[0])
-    return {"total": total, "ce": ce, "kd": kd}
+    LM heads (see FusedDistillationLoss). Returns `total`, `ce`, `kd` and `kd_soft` like `Objective`:
+    means over the positions, or sums divided by `normalizer` if given."""
+    total, ce, kd, kd_soft = FusedDistillationLoss.apply(
+        hidden, weight, teacher_hidden.detach(), teacher_weight.detach(), labels, objective.alpha, objective.gamma,
+        objective.temperature, chunk, normalizer or hidden.shape[0])
+    return {"total": total, "ce": ce, "kd": kd, "kd_soft": kd_soft}

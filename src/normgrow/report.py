@@ -17,7 +17,8 @@ import yaml
 
 from normgrow import figures
 from normgrow.claims import check_claims
-from normgrow.tables import Results, Table, build_tables
+from normgrow.regime import leaves_regime, regime
+from normgrow.tables import Results, Table, build_tables, paper_reference
 
 PAPER_SCALE = {"teacher": "Qwen3-8B-Base (36 layers, hidden 4096, vocab 151,936)",
                "student": "K=3 blocks × L=3 layers", "steps per phase": "50,000",
@@ -115,7 +116,9 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     figure_paths = draw_figures(out, frames, results, diagnostics)
     margin = config.get("report", {}).get("equivalence_margin", 0.01)
     claims = check_claims(results, frames["boundary_rms"], margin)
+    properties = regime(config, teacher, data, frames["phases"], paper_reference()["regime"])
     context = {"scale": scale_summary(config, teacher, data), "far": is_far_from_paper(config),
+               "regime": properties, "outside": leaves_regime(properties),
                "claims": claims, "margin": margin, "tables": tables,
                "figures": [p for p in figure_paths if p.suffix == ".png"], "config": config,
                "provenance": provenance(data, repo or Path(__file__).resolve().parents[2])}
@@ -129,6 +132,18 @@ SCALE_WARNING = ("This run is far smaller than the paper's setting (see the scal
                  "paper's values, and verdicts below describe this run only.")
 VERDICT_NOTE = ("Verdicts: with several seeds, decided by the 95% interval of the paired difference; with one "
                 "seed, by the point estimate (no significance). Equivalence margin m = {margin} nats.")
+REGIME_NOTE = ("The properties that make a run speak to the paper's claims (normgrow.regime), measured on this "
+               "run; a property with a condition is in or out of the paper's regime.")
+OUTSIDE_NOTE = ("This run leaves the paper's regime ({names}): its verdicts describe this run only and cannot "
+                "speak to the paper's claims.")
+
+
+def regime_status(p) -> str:
+    return "–" if p.in_regime is None else "in regime" if p.in_regime else "OUT of regime"
+
+
+def verdict_text(claim, outside: bool) -> str:
+    return claim.verdict + (" (1 seed)" if claim.seeds == 1 else "") + (" (outside the regime)" if outside else "")
 
 
 def markdown_report(c: dict) -> str:
@@ -138,10 +153,15 @@ def markdown_report(c: dict) -> str:
         lines += [f"> **Warning.** {SCALE_WARNING}", ""]
     lines += ["## Scale", "", "| | this run | paper |", "|---|---|---|"]
     lines += [f"| {k} | {c['scale'][k]} | {PAPER_SCALE[k]} |" for k in PAPER_SCALE] + [""]
+    lines += ["## Regime", "", REGIME_NOTE, "", "| property | paper | this run | condition | status |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {p.name} | {p.paper} | {p.ours} | {p.condition} | {regime_status(p)} |" for p in c["regime"]]
+    lines += [""] + ([f"> **Outside the regime.** {OUTSIDE_NOTE.format(names='; '.join(c['outside']))}", ""]
+                     if c["outside"] else [])
     lines += ["## Claims", "", VERDICT_NOTE.format(margin=c["margin"]), "",
               "| claim | paper | this run | verdict |", "|---|---|---|---|"]
-    lines += [f"| {cl.name} | {cl.paper} | {cl.ours} | **{cl.verdict}**"
-              f"{' (1 seed)' if cl.seeds == 1 else ''} |" for cl in c["claims"]] + [""]
+    lines += [f"| {cl.name} | {cl.paper} | {cl.ours} | **{verdict_text(cl, bool(c['outside']))}** |"
+              for cl in c["claims"]] + [""]
     lines += ["## Tables", ""] + [t.markdown() for t in c["tables"]]
     lines += ["## Figures", ""] + [f"![{p.stem}](figures/{p.name})\n" for p in c["figures"]]
     lines += ["## Provenance", "", f"- git commit: `{c['provenance']['git commit']}`"]
@@ -160,7 +180,9 @@ img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f6f6;p
 
 
 def _html_table(table: Table) -> str:
-    return f"<h3>{html.escape(table.title)}</h3>" + table.display().rename_axis(None).to_html(border=0, escape=True)
+    note = f"<p><em>{html.escape(table.note)}</em></p>" if table.note else ""
+    return (f"<h3>{html.escape(table.title)}</h3>" + table.display().rename_axis(None).to_html(border=0, escape=True)
+            + note)
 
 
 def html_report(c: dict, out: Path) -> str:
@@ -175,12 +197,20 @@ def html_report(c: dict, out: Path) -> str:
     parts.append("<h2>Scale</h2><table><tr><th></th><th>this run</th><th>paper</th></tr>")
     parts += [f"<tr><td>{e(k)}</td><td>{e(c['scale'][k])}</td><td>{e(PAPER_SCALE[k])}</td></tr>"
               for k in PAPER_SCALE]
-    parts.append(f"</table><h2>Claims</h2><p>{e(VERDICT_NOTE.format(margin=c['margin']))}</p>"
+    parts.append(f"</table><h2>Regime</h2><p>{e(REGIME_NOTE)}</p><table><tr><th>property</th><th>paper</th>"
+                 "<th>this run</th><th>condition</th><th>status</th></tr>")
+    parts += [f"<tr><td>{e(p.name)}</td><td>{e(p.paper)}</td><td>{e(p.ours)}</td><td>{e(p.condition)}</td>"
+              f"<td class='{'inconclusive' if p.in_regime is None else 'agrees' if p.in_regime else 'disagrees'}'>"
+              f"{e(regime_status(p))}</td></tr>" for p in c["regime"]]
+    parts.append("</table>")
+    if c["outside"]:
+        parts.append(f"<p class='warning'><strong>Outside the regime.</strong> "
+                     f"{e(OUTSIDE_NOTE.format(names='; '.join(c['outside'])))}</p>")
+    parts.append(f"<h2>Claims</h2><p>{e(VERDICT_NOTE.format(margin=c['margin']))}</p>"
                  "<table><tr><th>claim</th><th>paper</th><th>this run</th><th>verdict</th></tr>")
     for cl in c["claims"]:
-        seeds = " (1 seed)" if cl.seeds == 1 else ""
         parts.append(f"<tr><td>{e(cl.name)}</td><td>{e(cl.paper)}</td><td>{e(cl.ours)}</td>"
-                     f"<td class='{cl.verdict}'>{cl.verdict}{seeds}</td></tr>")
+                     f"<td class='{cl.verdict}'>{e(verdict_text(cl, bool(c['outside'])))}</td></tr>")
     parts.append("</table><h2>Tables</h2>")
     parts += [_html_table(t) for t in c["tables"]]
     parts.append("<h2>Figures</h2>")

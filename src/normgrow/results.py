@@ -53,7 +53,7 @@ def collect(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
                "active_layers": state["active_layers"],
                "trainable_blocks": " ".join(map(str, entry.trainable_blocks)),
                "data_policy": entry.data_policy, "global_step": state["global_step"],
-               **{k: state["final_eval"][k] for k in ("ce", "kd", "ppl")},
+               **{k: state["final_eval"][k] for k in ("ce", "kd", "kd_soft", "ppl")},
                **{f"phase_{k}": v for k, v in state["phase_counters"].items()},
                **{f"run_{k}": v for k, v in state["run_counters"].items()},
                "wall_seconds": state["wall_seconds"]}

@@ -96,6 +96,7 @@ def check_teacher(teacher, tokenizer, train: TokenStore, valid: TokenStore, pad_
         "num_hidden_layers": config.num_hidden_layers,
         "num_attention_heads": config.num_attention_heads,
         "num_key_value_heads": config.num_key_value_heads,
+        "head_dim": getattr(config, "head_dim", None),
         "intermediate_size": config.intermediate_size,
         "vocab_size": config.vocab_size,
         "tokenizer_size": len(tokenizer),

@@ -183,7 +183,7 @@ def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens
             if fault == "nan":
                 terms["total"] = terms["total"] * math.nan
             (terms["total"] * ranks.world).backward()  # FSDP averages gradients over the ranks
-            loss, ce, kd = ranks.sum(terms["total"].detach(), terms["ce"].detach(), terms["kd"].detach())
+            loss, ce, kd, kd_soft = ranks.sum(*(terms[k].detach() for k in ("total", "ce", "kd", "kd_soft")))
             grad_norm = clip_gradients(params, training.grad_clip)
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                 raise FloatingPointError(f"{label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
@@ -194,15 +194,15 @@ def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens
             counters["tokens"] += batch.tokens
             counters["active_layer_tokens"] += batch.tokens * layers
             global_step = before["global_step"] + t
-            train_rows.append({"step": t, "global_step": global_step, "loss": loss, "ce": ce, "kd": kd, "lr": lr,
-                               "grad_norm": grad_norm, "tokens": batch.tokens})
+            train_rows.append({"step": t, "global_step": global_step, "loss": loss, "ce": ce, "kd": kd,
+                               "kd_soft": kd_soft, "lr": lr, "grad_norm": grad_norm, "tokens": batch.tokens})
             progress.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
             if t in snapshots and t < phase.steps:
                 save_student(student, resume.directory / "snapshots" / f"step{global_step}.safetensors")
             if t % training.eval_every == 0 or t == phase.steps:
                 metrics = evaluate_student(student, teacher, valid, objective, execution.loss_chunk, ranks)
                 eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"],
-                                  "kd": metrics["kd"], "ppl": metrics["ppl"]})
+                                  "kd": metrics["kd"], "kd_soft": metrics["kd_soft"], "ppl": metrics["ppl"]})
                 print(f"{label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
                       f"PPL {metrics['ppl']:.2f}", file=log, flush=True)
             if fault == "term":
