@@ -165,6 +165,18 @@ def test_min_lr_above_lr_is_refused(default):
     assert "train.min_lr (1.0) is larger than train.lr (0.001)" in error_of(default)
 
 
+def test_build_selects_runs_and_their_diagnostics(default):
+    default["build"] = ["post-grow", "pre-grow"]
+    config = validate_config(default, SCHEMA)
+    assert list(config["runs"]) == ["pre-grow", "post-grow"]  # in the order of runs
+    assert config["diagnostics"]["runs"] == ["pre-grow", "post-grow"]
+
+
+def test_build_names_an_unknown_run(default):
+    default["build"] = ["pre-grow", "post-growth"]
+    assert "build: 'post-growth' not defined under runs" in error_of(default)
+
+
 def test_schema_lists_every_registered_placement():
     from normgrow.placement import PLACEMENTS
 

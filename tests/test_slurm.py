@@ -92,3 +92,18 @@ def test_every_phase_trained_with_two_ranks_on_its_gpu(slurm_run):
         text = log.read_text()
         assert "--nproc_per_node=2" in text, log
         assert re.search(r"CUDA_VISIBLE_DEVICES=\d", text), log  # SLURM bound a (fake) GPU to the job
+
+
+@pytest.mark.slow
+def test_preflight_reads_the_real_sinfo(cluster, tmp_path):
+    """The pre-flight accepts the test resources on the 4-CPU node, and names the key when a phase
+    asks for more CPUs per GPU than the node has (the default cpus_per_gpu: 8)."""
+    preflight = [sys.executable, "-m", "normgrow.cli", "preflight", str(REPO / "config.yaml"),
+                 str(REPO / "configs" / "ci.yaml")]
+    ok = subprocess.run([*preflight, str(REPO / "tests" / "slurm" / "resources.yaml")], capture_output=True,
+                        text=True, timeout=120)
+    assert ok.returncode == 0 and "every job group fits" in ok.stdout, ok.stdout + ok.stderr
+    (tmp_path / "greedy.yaml").write_text("resources:\n  train: {gpus: 1}\n")
+    greedy = subprocess.run([*preflight, str(tmp_path / "greedy.yaml")], capture_output=True, text=True, timeout=120)
+    assert greedy.returncode == 1
+    assert "resources.train.cpus_per_gpu: 8 CPUs per GPU × 1 GPUs = 8 CPUs" in greedy.stdout, greedy.stdout

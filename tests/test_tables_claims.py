@@ -3,7 +3,15 @@
 import pandas as pd
 import pytest
 
-from normgrow.claims import AGREES, DISAGREES, INCONCLUSIVE, check_claims, equivalence_verdict, sign_verdict
+from normgrow.claims import (
+    AGREES,
+    DISAGREES,
+    INCONCLUSIVE,
+    NOT_CHECKED,
+    check_claims,
+    equivalence_verdict,
+    sign_verdict,
+)
 from normgrow.tables import Results, build_tables, table1, tableA2, tableA3, tableB3
 from normgrow.tables import paper_reference as ref
 
@@ -61,8 +69,15 @@ def test_budget_table_from_logged_counts():
 def test_tables_skip_missing_runs():
     phases = fixture()
     only_grow = phases[phases["run"].str.endswith("grow")]
-    names = [t.name for t in build_tables(Results(only_grow))]
+    tables, not_built = build_tables(Results(only_grow))
+    names = [t.name for t in tables]
     assert "table1" not in names and "table2" in names
+    assert not_built["table1"] == "needs the runs pre-joint, post-joint"
+    assert not_built["tableA1"] == "no configuration given"
+    claims = {c.name: c for c in check_claims(Results(only_grow), pd.DataFrame(), 0.01)}
+    joint = claims["Δ_joint, Δ_grow and their interaction"]
+    assert joint.verdict == NOT_CHECKED and joint.ours == "needs the runs pre-joint, post-joint"
+    assert claims["crossover after phase 0 (Δ_0 ≥ −m; Δ < 0 once blocks are appended)"].verdict != NOT_CHECKED
 
 
 def test_sign_and_equivalence_verdicts():

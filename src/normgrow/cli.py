@@ -5,7 +5,9 @@
 - `python -m normgrow.cli plan config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` prints the
   resource plan of a configuration (normgrow.plan);
 - `python -m normgrow.cli phases config.yaml [more.yaml ...]` prints where every phase of every run
-  is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase."""
+  is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase;
+- `python -m normgrow.cli preflight config.yaml configs/paper.yaml` compares the jobs' resources
+  with the nodes `sinfo` reports, before anything is submitted (normgrow.preflight)."""
 
 from __future__ import annotations
 
@@ -39,7 +41,11 @@ def main(argv: list[str] | None = None) -> int:
                                                "(default: teacher.name)")
     phases = commands.add_parser("phases", help="every run's phases, their directories and the runs sharing them")
     phases.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
+    preflight = commands.add_parser("preflight", help="do the jobs' resources fit the cluster's nodes (sinfo)?")
+    preflight.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     args = parser.parse_args(argv)
+    if args.command == "preflight":
+        return print_preflight(args)
     if args.command == "plan":
         return print_plan(args)
     if args.command == "phases":
@@ -76,6 +82,18 @@ def print_phases(args) -> int:
             print(f"{run} seed {seed} phase {p}: results/phases/{key}"
                   + (f"  (shared with {', '.join(others)})" if others else ""))
     return 0
+
+
+def print_preflight(args) -> int:
+    from normgrow.preflight import check_resources, default_partition, parse_sinfo, run_sinfo
+
+    text = run_sinfo()
+    problems = check_resources(read_configs(args.configs), parse_sinfo(text), default_partition(text))
+    for problem in problems:
+        print(problem)
+    if not problems:
+        print("every job group fits a node of its partition")
+    return 1 if problems else 0
 
 
 def print_plan(args) -> int:

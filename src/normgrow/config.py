@@ -51,7 +51,25 @@ def validate_config(config: dict, schema_path: Path) -> dict:
             lines.append(f"  {key}: {error.message}")
         raise ConfigError("invalid configuration:\n" + "\n".join(lines))
     check_config(config)
+    select_runs(config)
     return config
+
+
+def select_runs(config: dict) -> None:
+    """Keep only the runs named by `build` (and their diagnostics), in place: what the DAG builds.
+    `build` exists because Snakemake merges a --configfile's `runs:` into the default's, so runs
+    cannot be removed by another config file."""
+    build = config.get("build")
+    if build is None:
+        return
+    unknown = [run for run in build if run not in config["runs"]]
+    if unknown:
+        raise ConfigError(f"build: {', '.join(map(repr, unknown))} not defined under runs "
+                          f"({', '.join(config['runs'])})")
+    config["runs"] = {run: spec for run, spec in config["runs"].items() if run in build}
+    diagnostics = config.get("diagnostics", {})
+    if "runs" in diagnostics:
+        diagnostics["runs"] = [run for run in diagnostics["runs"] if run in build]
 
 
 def _parse_command_line_strings(config: dict, errors: list) -> bool:

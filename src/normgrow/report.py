@@ -110,7 +110,7 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     out.mkdir(parents=True, exist_ok=True)
     frames = {name: read_metric(path) for name, path in metrics.items()}
     results = Results(frames["phases"], frames["transitions"], frames["block_removal"], config)
-    tables = build_tables(results)
+    tables, not_built = build_tables(results)
     for table in tables:
         table.write(out / "tables")
     figure_paths = draw_figures(out, frames, results, diagnostics)
@@ -118,7 +118,7 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     claims = check_claims(results, frames["boundary_rms"], margin)
     properties = regime(config, teacher, data, frames["phases"], paper_reference()["regime"])
     context = {"scale": scale_summary(config, teacher, data), "far": is_far_from_paper(config),
-               "regime": properties, "outside": leaves_regime(properties),
+               "regime": properties, "outside": leaves_regime(properties), "not_built": not_built,
                "claims": claims, "margin": margin, "tables": tables,
                "figures": [p for p in figure_paths if p.suffix == ".png"], "config": config,
                "provenance": provenance(data, repo or Path(__file__).resolve().parents[2])}
@@ -163,6 +163,9 @@ def markdown_report(c: dict) -> str:
     lines += [f"| {cl.name} | {cl.paper} | {cl.ours} | **{verdict_text(cl, bool(c['outside']))}** |"
               for cl in c["claims"]] + [""]
     lines += ["## Tables", ""] + [t.markdown() for t in c["tables"]]
+    if c["not_built"]:
+        lines += ["Not built by this configuration:", ""]
+        lines += [f"- {name}: {why}" for name, why in c["not_built"].items()] + [""]
     lines += ["## Figures", ""] + [f"![{p.stem}](figures/{p.name})\n" for p in c["figures"]]
     lines += ["## Provenance", "", f"- git commit: `{c['provenance']['git commit']}`"]
     lines += [f"- {k}: {v}" for k, v in c["provenance"]["packages"].items()]
@@ -213,6 +216,10 @@ def html_report(c: dict, out: Path) -> str:
                      f"<td class='{cl.verdict}'>{e(verdict_text(cl, bool(c['outside'])))}</td></tr>")
     parts.append("</table><h2>Tables</h2>")
     parts += [_html_table(t) for t in c["tables"]]
+    if c["not_built"]:
+        parts.append("<p>Not built by this configuration:</p><ul>")
+        parts += [f"<li>{e(name)}: {e(why)}</li>" for name, why in c["not_built"].items()]
+        parts.append("</ul>")
     parts.append("<h2>Figures</h2>")
     for path in c["figures"]:
         data = base64.b64encode((out / "figures" / path.name).read_bytes()).decode()

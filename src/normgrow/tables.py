@@ -33,6 +33,10 @@ def paper_reference() -> dict:
     return yaml.safe_load(resources.files("normgrow").joinpath("paper_reference.yaml").read_text())
 
 
+class NotBuilt(Exception):
+    """A table or claim this configuration cannot build; the message says why."""
+
+
 @dataclass
 class Cell:
     row: str
@@ -146,6 +150,12 @@ class Results:
     def has(self, *runs: str) -> bool:
         return all(r in self.runs for r in runs)
 
+    def require(self, *runs: str) -> None:
+        """Raise NotBuilt naming the runs of `runs` this configuration did not build."""
+        missing = [r for r in runs if r not in self.runs]
+        if missing:
+            raise NotBuilt(f"needs the runs {', '.join(missing)}")
+
     def final_metric(self, run: str, metric: str = "ce") -> pd.Series:
         return self.final[self.final["run"] == run].set_index("seed")[metric].sort_index()
 
@@ -154,10 +164,9 @@ class Results:
         return rows.set_index("seed")[metric].sort_index()
 
 
-def table1(r: Results, ref: dict) -> Table | None:
+def table1(r: Results, ref: dict) -> Table:
     """Final validation CE of pre/post × joint/grow; Δ = post − pre; interaction = Δ_grow − Δ_joint."""
-    if not r.has("pre-joint", "post-joint", "pre-grow", "post-grow"):
-        return None
+    r.require("pre-joint", "post-joint", "pre-grow", "post-grow")
     t = Table("table1", "Table 1: placement × curriculum interaction (validation CE ↓)")
     p = ref["table1"]
     for placement, label in (("pre", "Pre-norm"), ("post", "Post-norm")):
@@ -172,10 +181,9 @@ def table1(r: Results, ref: dict) -> Table | None:
     return t
 
 
-def table2(r: Results, ref: dict) -> Table | None:
+def table2(r: Results, ref: dict) -> Table:
     """Single-block control: phase 0 of the grow runs (one active block)."""
-    if not r.has("pre-grow", "post-grow"):
-        return None
+    r.require("pre-grow", "post-grow")
     t = Table("table2", "Table 2: single-block control, phase 0 of grow (↓)",
               note="KD (soft CE) = −Σ q_teacher·log q_student = KL + H(teacher), the paper-comparable column: the "
                    "paper's KD (3.0155) exceeds its CE (2.9802), which only a soft cross-entropy can. KL is the "
@@ -188,14 +196,13 @@ def table2(r: Results, ref: dict) -> Table | None:
     return t
 
 
-def table3(r: Results, ref: dict) -> Table | None:
+def table3(r: Results, ref: dict) -> Table:
     """Post-joint budget controls against post-grow (final validation CE)."""
     rows = [("post-joint", "Post-Joint (unique tokens)"),
             ("post-joint-long", "Post-Joint-long (active-layer tokens)"),
             ("post-joint-longer", "Post-Joint-longer (total tokens)"),
             ("post-grow", "Post-Grow")]
-    if not r.has(*(run for run, _ in rows)):
-        return None
+    r.require(*(run for run, _ in rows))
     t = Table("table3", "Table 3: post-joint budget controls (validation CE ↓)")
     for run, label in rows:
         t.add(label, "CE", r.final_metric(run), ref["table3"]["ce"][run])
@@ -226,10 +233,9 @@ def tableA2(r: Results, ref: dict) -> Table:
     return t
 
 
-def tableA3(r: Results, ref: dict) -> Table | None:
+def tableA3(r: Results, ref: dict) -> Table:
     """Freeze control (only the newest block trains) against grow."""
-    if not r.has("pre-freeze", "post-freeze", "pre-grow", "post-grow"):
-        return None
+    r.require("pre-freeze", "post-freeze", "pre-grow", "post-grow")
     t = Table("tableA3", "Table A3: freeze control (validation CE ↓)")
     p = ref["tableA3"]
     for placement, label in (("pre", "Pre-norm"), ("post", "Post-norm")):
@@ -245,10 +251,9 @@ def tableA3(r: Results, ref: dict) -> Table | None:
     return t
 
 
-def tableB3(r: Results, ref: dict) -> Table | None:
+def tableB3(r: Results, ref: dict) -> Table:
     """Grow with the iterator rewound at every phase (App. B.3) against grow (final validation CE)."""
-    if not r.has("pre-grow-reset", "post-grow-reset", "pre-grow", "post-grow"):
-        return None
+    r.require("pre-grow-reset", "post-grow-reset", "pre-grow", "post-grow")
     t = Table("tableB3", "Table B3: grow with iterator reset (validation CE ↓)",
               note="The paper reports no numbers for this control, only that reset ≈ grow with the same ranking.")
     for placement, label in (("pre", "Pre-norm"), ("post", "Post-norm")):
@@ -265,10 +270,11 @@ def tableB3(r: Results, ref: dict) -> Table | None:
 MAIN_RUNS = ("pre-grow", "post-grow", "pre-joint", "post-joint")
 
 
-def table4(r: Results, ref: dict) -> Table | None:
+def table4(r: Results, ref: dict) -> Table:
     """Block removal at each main run's final checkpoint: ΔCE and angular distance per block."""
-    if r.removal.empty or not r.has(*MAIN_RUNS):
-        return None
+    r.require(*MAIN_RUNS)
+    if r.removal.empty:
+        raise NotBuilt("no block-removal diagnostics (diagnostics.runs)")
     t = Table("table4", "Table 4: block removal at the final checkpoint (diagnostic batch)", digits=3)
     removal = r.removal[r.removal["global_step"] == r.removal.groupby(["run", "seed"])["global_step"]
                         .transform("max")]
@@ -282,11 +288,11 @@ def table4(r: Results, ref: dict) -> Table | None:
     return t
 
 
-def tableA1(r: Results, ref: dict) -> Table | None:
+def tableA1(r: Results, ref: dict) -> Table:
     """Hyper-parameters of the configuration actually run, beside the paper's."""
     c = r.config
     if not c:
-        return None
+        raise NotBuilt("no configuration given")
     tr, data, obj = c["train"], c["data"], c["objective"]
     ours = {
         "teacher": c["teacher"]["name"] or "Qwen3 pretrained by the workflow (teacher.pretrain)",
@@ -306,10 +312,11 @@ def tableA1(r: Results, ref: dict) -> Table | None:
     return t
 
 
-def tableA4(r: Results, ref: dict) -> Table | None:
+def tableA4(r: Results, ref: dict) -> Table:
     """Transition-aligned training loss of the grow runs at each block-appending step."""
-    if r.transitions.empty or not r.has("pre-grow", "post-grow"):
-        return None
+    r.require("pre-grow", "post-grow")
+    if r.transitions.empty:
+        raise NotBuilt("no block-appending transitions")
     t = Table("tableA4", "Table A4: training loss at block-appending transitions (grow)",
               note="AUC (mean) = mean excess training loss over the window (2% / 10% of a phase: the paper's 1k / "
                    "5k of 50k steps), the paper-comparable column: the paper's post-norm AUC5k < AUC1k while its "
@@ -338,6 +345,13 @@ def tableA4(r: Results, ref: dict) -> Table | None:
 BUILDERS = (table1, table2, table3, table4, tableA1, tableA2, tableA3, tableA4, tableB3)
 
 
-def build_tables(results: Results) -> list[Table]:
+def build_tables(results: Results) -> tuple[list[Table], dict[str, str]]:
+    """Every table this configuration's runs allow, and why each other one was not built (by name)."""
     ref = paper_reference()
-    return [t for t in (build(results, ref) for build in BUILDERS) if t is not None]
+    tables, not_built = [], {}
+    for build in BUILDERS:
+        try:
+            tables.append(build(results, ref))
+        except NotBuilt as why:
+            not_built[build.__name__] = str(why)
+    return tables, not_built
