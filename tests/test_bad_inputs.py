@@ -99,3 +99,29 @@ def test_empty_and_overlong_documents_are_counted():
     sequences, truncated = tokenize_documents(Tokenizer(), ["abcdefgh", "ab"], boundary=0, max_length=5)
     assert truncated == 1 and sequences == [[1, 2, 3, 4, 5], [1, 2, 0]]
     assert np.all([len(s) <= 5 for s in sequences])
+
+
+@pytest.mark.slow
+def test_a_killed_driver_leaves_a_lock_that_unlock_clears(workdir):
+    """kill -9 of the Snakemake driver mid-run: the next run stops with Snakemake's "cannot be
+    locked"; the documented `--unlock` (same target and config) clears it and the run completes."""
+    import os
+    import signal
+    import time
+
+    target = "results/data/tokens"
+    command = snakemake_command(workdir, "--cores", "1", "--configfile", str(workdir / "ci.yaml"), "--", target)
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    locks = workdir / ".snakemake" / "locks"
+    deadline = time.time() + 120
+    while not (locks.is_dir() and any(locks.iterdir())) and time.time() < deadline:
+        time.sleep(0.2)
+    os.kill(driver.pid, signal.SIGKILL)  # the driver only: its lock stays behind
+    driver.wait()
+    time.sleep(1)
+    again = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert again.returncode != 0 and "cannot be locked" in again.stdout, again.stdout[-2000:]
+    unlock = snakemake_command(workdir, "--unlock", "--configfile", str(workdir / "ci.yaml"), "--", target)
+    assert subprocess.run(unlock, capture_output=True, timeout=300).returncode == 0
+    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:]

@@ -198,6 +198,14 @@ def test_two_seeds_double_the_phase_jobs(tmp_path):
         assert counts[rule] == 1, rule
 
 
+def test_build_selects_the_runs_a_dag_builds(tmp_path):
+    jobs = dry_run(tmp_path, "--configfile", str(CI), "--config", "build=[pre-joint,post-joint,pre-grow,post-grow]")
+    table = phases_of(CI, {"build": ["pre-joint", "post-joint", "pre-grow", "post-grow"]})
+    assert sorted(phase_jobs(jobs)) == sorted(table.specs) and len(table.specs) == 8
+    counts = Counter(job.rule for job in jobs)
+    assert counts["run_index"] == 4 and counts["diagnose"] == 8 and counts["paper"] == 1
+
+
 def test_config_error_is_one_clear_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("train:\n  eval_every: 500\n")
