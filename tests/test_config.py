@@ -206,10 +206,10 @@ def test_blocks_cannot_be_removed(default):
 
 
 def test_eval_every_larger_than_phase_steps(default):
-    default["train"]["eval_every"] = 151
+    default["train"]["eval_every"] = 101
     message = error_of(default)
     assert message.startswith("train.eval_every")
-    assert "(151)" in message and "train.phase_steps (150)" in message
+    assert "(101)" in message and "train.phase_steps (100)" in message
 
 
 def test_diagnosed_run_must_be_defined(default):
@@ -257,16 +257,16 @@ def test_config_error_is_a_value_error():
 
 # ---------------------------------------------------------------- data budgets
 def test_shard_is_one_phase_of_documents(default):
-    assert shard_docs(default) == 150 * 8
+    assert shard_docs(default) == 100 * 8
 
 
 def test_train_docs_required_default(default):
-    # Shard runs (joint, grow, freeze, grow-reset) never leave the first 150 × 8 documents;
-    # post-joint-long reads the shard then one fresh shard (2 × 1200); post-joint-longer reads the
-    # shard then two fresh shards, one after the other: 3 × 150 × 8 = 3600 documents.
+    # Shard runs (joint, grow, freeze, grow-reset) never leave the first 100 × 8 documents;
+    # post-joint-long reads the shard then one fresh shard (2 × 800); post-joint-longer reads the
+    # shard then two fresh shards, one after the other: 3 × 100 × 8 = 2400 documents.
     config = validate_config(default, SCHEMA)
     assert train_docs_required(config) == 3 * config["train"]["phase_steps"] * config["train"]["batch_size"]
-    assert train_docs_required(config) == 3600
+    assert train_docs_required(config) == 2400
 
 
 def test_train_docs_required_by_run(default):
@@ -275,16 +275,16 @@ def test_train_docs_required_by_run(default):
         config["runs"] = {r: default["runs"][r] for r in runs}
         return train_docs_required(config)
 
-    assert only("pre-joint", "post-grow", "pre-freeze", "post-grow-reset") == 1200
-    assert only("post-joint-long") == 2400
-    assert only("post-joint-longer") == 3600
+    assert only("pre-joint", "post-grow", "pre-freeze", "post-grow-reset") == 800
+    assert only("post-joint-long") == 1600
+    assert only("post-joint-longer") == 2400
 
 
 def test_train_docs_required_with_longer_phases(default):
     default["curricula"]["joint-long"][1]["steps"] = 300  # the fresh phase reads two shards' worth
     default["curricula"]["grow"][2]["steps"] = 1000  # wraps within the shard: no new documents
     default["runs"] = {r: default["runs"][r] for r in ("post-joint-long", "post-grow")}
-    assert train_docs_required(default) == 1200 + 300 * 8
+    assert train_docs_required(default) == 800 + 300 * 8
 
 
 def test_ci_config_budgets(ci):

@@ -36,9 +36,9 @@ def test_run_phases_fill_defaults_and_restart_the_schedule(default):
         assert phase.index == i
         assert phase.trainable == "all"
         assert phase.data == "continue"
-        assert phase.steps == 150
+        assert phase.steps == 100
         assert phase.schedule_offset == 0
-        assert phase.schedule_length == 150
+        assert phase.schedule_length == 100
     assert [p.trainable for p in run_phases(default, "pre-freeze")] == ["newest"] * 3
     assert [p.data for p in run_phases(default, "pre-grow-reset")] == ["reset"] * 3
     assert [p.data for p in run_phases(default, "post-joint-longer")] == ["continue", "fresh", "fresh"]
@@ -53,8 +53,8 @@ def test_run_phases_do_not_change_the_config(default):
 def test_run_phases_with_steps_override(default):
     default["curricula"]["grow"][1]["steps"] = 40
     phases = run_phases(default, "pre-grow")
-    assert [p.steps for p in phases] == [150, 40, 150]
-    assert [p.schedule_length for p in phases] == [150, 40, 150]
+    assert [p.steps for p in phases] == [100, 40, 100]
+    assert [p.schedule_length for p in phases] == [100, 40, 100]
 
 
 def test_lr_restart_false_continues_the_schedule(default):
@@ -82,7 +82,7 @@ def test_lr_restart_segments(default):
 def test_first_phase_without_lr_restart_starts_a_schedule(default):
     default["curricula"]["joint"][0]["lr_restart"] = False
     phases = run_phases(default, "pre-joint")
-    assert phases[0].schedule_offset == 0 and phases[0].schedule_length == 150
+    assert phases[0].schedule_offset == 0 and phases[0].schedule_length == 100
 
 
 def test_phase_spec_round_trips_through_json(default):
@@ -90,7 +90,7 @@ def test_phase_spec_round_trips_through_json(default):
     again = PhaseSpec.from_json(json.loads(json.dumps(spec.to_json())))
     assert again == spec and again.key == spec.key
     assert spec.seed == 42 and spec.index == 1 and spec.placement == "post"
-    assert spec.shard_docs == 150 * 8
+    assert spec.shard_docs == 100 * 8
     assert len(spec.phases) == 2 and spec.phase.data == "fresh"
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.seed = 1
@@ -162,7 +162,7 @@ def test_execution_settings_and_names_do_not_change_keys(default, change):
 @pytest.mark.parametrize("change", [
     lambda c: c["train"].update(lr=2e-3),
     lambda c: c["train"].update(batch_size=4),
-    lambda c: c["train"].update(phase_steps=100),
+    lambda c: c["train"].update(phase_steps=120),
     lambda c: c["train"].update(precision="bf16"),
     lambda c: c["train"].update(eval_every=25),
     lambda c: c["objective"].update(alpha=0.5),

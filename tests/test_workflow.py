@@ -212,7 +212,7 @@ def test_config_error_is_one_clear_line(tmp_path):
     proc = snakemake(tmp_path, "-n", "--configfile", str(bad))
     assert proc.returncode != 0
     lines = proc.stdout.splitlines()
-    assert "train.eval_every (500) is larger than train.phase_steps (150)" in lines
+    assert "train.eval_every (500) is larger than train.phase_steps (100)" in lines
     assert "Job stats:" not in proc.stdout
     assert "$schema" not in proc.stdout  # not Snakemake's whole-schema dump
 
