@@ -20,8 +20,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from normgrow.cli import merge
-from normgrow.config import validate_config
+from normgrow.config import merge, validate_config
 from normgrow.curriculum import PhaseTable
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")

@@ -63,7 +63,7 @@ def read_configs(paths: list[Path]) -> dict:
     """Config files merged in order and validated, as the workflow sees them."""
     import yaml
 
-    from normgrow.config import validate_config
+    from normgrow.config import merge, validate_config
 
     config: dict = {}
     for path in paths:
@@ -109,16 +109,6 @@ def print_plan(args) -> int:
                   False if args.no_activation_checkpointing else None)
     print(format_plan(result))
     return 0
-
-
-def merge(base: dict, update: dict) -> dict:
-    """Recursive dict update, as Snakemake merges config files."""
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            merge(base[key], value)
-        else:
-            base[key] = value
-    return base
 
 
 if __name__ == "__main__":

@@ -72,6 +72,16 @@ def select_runs(config: dict) -> None:
         diagnostics["runs"] = [run for run in diagnostics["runs"] if run in build]
 
 
+def merge(base: dict, update: dict) -> dict:
+    """Recursive dict update in place, as Snakemake merges config files; returns `base`."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
 def _parse_command_line_strings(config: dict, errors: list) -> bool:
     """Snakemake passes the nested values of `--config 'train={"state_every": 7}'` as strings
     ('7'): where the schema wants another type, read such a string as YAML would. True if any

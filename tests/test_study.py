@@ -1,0 +1,56 @@
+"""The scale ladder's effects on results whose answers are known, and its DAG."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from normgrow.study import draw, markdown, scale_effects, seed_effects
+
+
+def phases(scale_shift: float, seeds=(1, 2, 3)) -> pd.DataFrame:
+    """Final CEs: joint 3.0 for both placements; grow pre 2.9, post 2.8 − shift; seed s adds 0.01·s."""
+    rows = []
+    for seed in seeds:
+        noise = 0.01 * seed
+        for run, ce in (("pre-joint", 3.0), ("post-joint", 3.0), ("pre-grow", 2.9), ("post-grow", 2.8 - scale_shift)):
+            rows += [{"run": run, "seed": seed, "phase": 0, "ce": 9.9},  # an earlier phase: not the final one
+                     {"run": run, "seed": seed, "phase": 1, "ce": ce + noise}]
+    return pd.DataFrame(rows)
+
+
+def test_seed_effects_pair_by_seed():
+    effects = seed_effects(phases(0.0)).set_index("seed")
+    assert effects["delta_joint"].tolist() == pytest.approx([0.0, 0.0, 0.0])
+    assert effects["delta_grow"].tolist() == pytest.approx([-0.1, -0.1, -0.1])
+    assert effects["interaction"].tolist() == pytest.approx([-0.1, -0.1, -0.1])
+
+
+def test_scale_effects_and_their_figure(tmp_path):
+    per_seed = pd.concat([seed_effects(phases(shift)).assign(scale=name, student_parameters=n)
+                          for name, shift, n in (("s", 0.0, 1e5), ("m", 0.05, 4e5))], ignore_index=True)
+    per_seed.loc[(per_seed["scale"] == "m") & (per_seed["seed"] == 3), "post-grow"] += 0.03  # spread one scale
+    per_seed["delta_grow"] = per_seed["post-grow"] - per_seed["pre-grow"]
+    per_seed["interaction"] = per_seed["delta_grow"] - per_seed["delta_joint"]
+    summary = scale_effects(per_seed).set_index(["scale", "effect"])
+    small = summary.loc[("s", "delta_grow")]
+    assert small["mean"] == pytest.approx(-0.1) and small["low"] == pytest.approx(-0.1) and small["seeds"] == 3
+    medium = summary.loc[("m", "interaction")]
+    assert medium["mean"] == pytest.approx(-0.14)
+    half = 4.303 * pd.Series([-0.15, -0.15, -0.12]).std() / 3 ** 0.5  # t(0.975, 2) · s / √n
+    assert medium["high"] - medium["mean"] == pytest.approx(half)
+    paths = draw(scale_effects(per_seed), tmp_path / "effects")
+    assert all(p.stat().st_size > 1000 for p in paths)
+    assert "| m | 3 | +0.0000 [+0.0000, +0.0000] | -0.1400" in markdown(per_seed, scale_effects(per_seed))
+
+
+def test_study_dag_runs_every_scale(tmp_path):
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    proc = subprocess.run([snakemake, "-s", str(REPO / "workflow" / "study.smk"), "-n", "--cores", "2",
+                           "--directory", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for scale in ("h64", "h96", "h128"):
+        assert f"results/study/{scale}.phases.csv" in proc.stdout

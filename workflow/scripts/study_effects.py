@@ -1,0 +1,27 @@
+"""Δ_joint, Δ_grow and the interaction of every scale and seed, summarised per scale with 95% seed
+intervals and drawn against the student's parameters (normgrow.study)."""
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+
+from normgrow.logs import job_log
+from normgrow.plan import student_parameters
+from normgrow.study import draw, markdown, scale_effects, seed_effects
+
+with job_log(snakemake.log[0]):
+    frames = []
+    for scale, student, check, phases in zip(snakemake.params.scales, snakemake.params.students,
+                                             snakemake.input.checks, snakemake.input.phases, strict=True):
+        teacher = json.loads(Path(check).read_text())
+        parameters = student_parameters(SimpleNamespace(**teacher), student["blocks"], student["layers_per_block"])
+        frames.append(seed_effects(pd.read_csv(phases)).assign(scale=scale, student_parameters=parameters["total"],
+                                                                teacher_ce=teacher["validation_ce"]))
+    per_seed = pd.concat(frames, ignore_index=True)
+    summary = scale_effects(per_seed)
+    per_seed.to_csv(snakemake.output.csv, index=False)
+    Path(snakemake.output.table).write_text(markdown(per_seed, summary))
+    draw(summary, Path(snakemake.output.figure))
+    print(Path(snakemake.output.table).read_text())
