@@ -166,22 +166,18 @@ def test_fresh_reads_past_the_shard_and_never_wraps(store):
     assert fresh.state.position == 10
 
 
-def test_fresh_after_continue_has_wrapped_starts_past_the_shard(store):
+@pytest.mark.parametrize("before", ["continue past the shard", "reset then one batch"])
+def test_fresh_starts_at_the_high_water_not_the_position(store, before):
     it = iterator(store, DataState())
-    read(it, 4)  # the shard, then 2 documents into its second epoch
-    assert it.state.position == 8 and it.state.high_water == SHARD
+    if before == "continue past the shard":
+        read(it, 4)  # the shard, then 2 documents into its second epoch
+        assert it.state == DataState(mode="shard", position=8, high_water=SHARD)
+    else:
+        read(it, 3)
+        it = iterator(store, phase_start_state("reset", it.state))
+        read(it, 1)
+        assert it.state == DataState(mode="shard", position=BATCH, high_water=SHARD)
     start = phase_start_state("fresh", it.state)
-    assert start == DataState(mode="stream", position=SHARD, high_water=SHARD)  # not the position (8)
-    assert read(iterator(store, start), 1) == [6, 7]
-
-
-def test_fresh_after_a_reset_and_one_batch_starts_at_the_high_water(store):
-    it = iterator(store, DataState())
-    read(it, 3)
-    again = iterator(store, phase_start_state("reset", it.state))
-    read(again, 1)
-    assert again.state == DataState(mode="shard", position=BATCH, high_water=SHARD)
-    start = phase_start_state("fresh", again.state)
     assert start == DataState(mode="stream", position=SHARD, high_water=SHARD)
     assert read(iterator(store, start), 1) == [6, 7]
 
