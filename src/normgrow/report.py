@@ -16,7 +16,7 @@ import pandas as pd
 import yaml
 
 from normgrow import figures
-from normgrow.claims import check_claims
+from normgrow.claims import NOT_CHECKED, check_claims
 from normgrow.regime import leaves_regime, regime
 from normgrow.tables import Results, Table, build_tables, paper_reference
 
@@ -143,6 +143,8 @@ def regime_status(p) -> str:
 
 
 def verdict_text(claim, outside: bool) -> str:
+    if claim.verdict == NOT_CHECKED:
+        return claim.verdict
     return claim.verdict + (" (1 seed)" if claim.seeds == 1 else "") + (" (outside the regime)" if outside else "")
 
 
