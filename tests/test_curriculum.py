@@ -151,6 +151,9 @@ def test_shared_phase_keeps_the_most_snapshots(default):
     lambda c: c["resources"]["train"].update(gpus=4),
     lambda c: c["teacher"].update(min_margin_nats=0.1),
     lambda c: c.update(runs={f"renamed-{run}": spec for run, spec in c["runs"].items()}),
+    lambda c: c["teacher"]["pretrain"].update(threads=1),
+    lambda c: c["objective"].update(temperature=1, alpha=0.7),  # 1 and 1.0 are the same setting
+    lambda c: c["train"].update(weight_decay=0),
 ])
 def test_execution_settings_and_names_do_not_change_keys(default, change):
     before = sorted(PhaseTable.from_config(default).specs)
@@ -177,6 +180,25 @@ def test_science_changes_every_key(default, change):
     changed = copy.deepcopy(default)
     change(changed)
     assert not before & set(PhaseTable.from_config(changed).specs)
+
+
+def test_build_keeps_keys_and_snapshots(default):
+    """Building a subset of the runs neither renames nor re-snapshots the phases it shares."""
+    full = PhaseTable.from_config(default)
+    subset = PhaseTable.from_config({**default, "build": ["post-joint-long", "post-freeze"]})
+    assert set(subset.runs) == {("post-joint-long", 42), ("post-freeze", 42)}
+    assert len(subset.specs) == 5
+    for key in subset.specs:
+        assert subset.snapshots[key] == full.snapshots[key]
+    assert subset.snapshots[subset.runs[("post-freeze", 42)][0]] == 3  # shared with post-grow, diagnosed
+
+
+def test_a_named_teacher_ignores_the_pretraining_recipe(default):
+    named = copy.deepcopy(default)
+    named["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
+    other = copy.deepcopy(named)
+    other["teacher"]["pretrain"]["steps"] = 5
+    assert set(PhaseTable.from_config(named).specs) == set(PhaseTable.from_config(other).specs)
 
 
 def test_extending_a_curriculum_keeps_its_prefix(default):

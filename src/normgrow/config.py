@@ -51,25 +51,16 @@ def validate_config(config: dict, schema_path: Path) -> dict:
             lines.append(f"  {key}: {error.message}")
         raise ConfigError("invalid configuration:\n" + "\n".join(lines))
     check_config(config)
-    select_runs(config)
     return config
 
 
-def select_runs(config: dict) -> None:
-    """Keep only the runs named by `build` (and their diagnostics), in place: what the DAG builds.
-    `build` exists because Snakemake merges a --configfile's `runs:` into the default's, so runs
-    cannot be removed by another config file."""
+def built_runs(config: dict) -> list[str]:
+    """The runs the DAG builds, in the order of `runs`: those named by `build`, or all. (`build`
+    exists because Snakemake merges a --configfile's `runs:` into the default's, so runs cannot be
+    removed by another config file.) Runs left out stay defined, so that what a phase shares with
+    them (its snapshots, the corpus a streamed source reads) does not change with `build`."""
     build = config.get("build")
-    if build is None:
-        return
-    unknown = [run for run in build if run not in config["runs"]]
-    if unknown:
-        raise ConfigError(f"build: {', '.join(map(repr, unknown))} not defined under runs "
-                          f"({', '.join(config['runs'])})")
-    config["runs"] = {run: spec for run, spec in config["runs"].items() if run in build}
-    diagnostics = config.get("diagnostics", {})
-    if "runs" in diagnostics:
-        diagnostics["runs"] = [run for run in diagnostics["runs"] if run in build]
+    return [run for run in config["runs"] if build is None or run in build]
 
 
 def merge(base: dict, update: dict) -> dict:
@@ -80,6 +71,11 @@ def merge(base: dict, update: dict) -> dict:
         else:
             base[key] = value
     return base
+
+
+def pretrain_science(pretrain: dict) -> dict:
+    """teacher.pretrain without its thread count (an execution setting)."""
+    return {k: v for k, v in pretrain.items() if k != "threads"}
 
 
 def _parse_command_line_strings(config: dict, errors: list) -> bool:
@@ -119,6 +115,8 @@ def science_config(config: dict) -> dict:
     keys sorted: what a report records, so that changing how jobs run rebuilds nothing."""
     science = {k: v for k, v in config.items() if k not in ("threads", "resources")}
     science["train"] = {k: v for k, v in config["train"].items() if k not in TRAIN_EXECUTION}
+    if "pretrain" in config["teacher"]:
+        science["teacher"] = {**config["teacher"], "pretrain": pretrain_science(config["teacher"]["pretrain"])}
     return json.loads(json.dumps(science, sort_keys=True))  # `--config` reorders keys: a param compares in order
 
 
@@ -143,6 +141,10 @@ def check_config(config: dict) -> None:
     for run in config.get("diagnostics", {}).get("runs", []):
         if run not in config["runs"]:
             raise ConfigError(f"diagnostics.runs: {run!r} is not a run defined under runs")
+    unknown = [run for run in config.get("build") or [] if run not in config["runs"]]
+    if unknown:
+        raise ConfigError(f"build: {', '.join(map(repr, unknown))} not defined under runs "
+                          f"({', '.join(config['runs'])})")
     if not config["tokenizer"]["train"] and config["teacher"]["name"] is None:
         raise ConfigError("tokenizer.train: false takes the teacher's tokenizer, but teacher.name is null (a teacher "
                           "pretrained here has no tokenizer of its own): set tokenizer.train: true or teacher.name")

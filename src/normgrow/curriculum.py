@@ -184,7 +184,7 @@ class PhaseSpec:
     def key(self) -> str:
         """Hex digest of the normalised spec: equal keys mean the same trained result."""
         identity = {**asdict(self), "phases": [p.identity() for p in self.phases]}
-        blob = json.dumps(identity, sort_keys=True)
+        blob = json.dumps(canonical_numbers(identity), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:KEY_LENGTH]
 
     @property
@@ -202,6 +202,18 @@ class PhaseSpec:
     def from_json(cls, data: dict) -> PhaseSpec:
         return cls(**{**data, "phases": tuple(Phase(**p) for p in data["phases"]),
                       "training": Training(**{**data["training"], "betas": tuple(data["training"]["betas"])})})
+
+
+def canonical_numbers(value):
+    """`value` with every integral float written as an int, recursively: `1.0` and `1` (as a YAML
+    file may spell a temperature or a weight decay) are the same setting."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: canonical_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [canonical_numbers(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -230,10 +242,11 @@ def shard_docs(config: dict) -> int:
 
 
 def upstream_identity(config: dict) -> dict:
-    """The teacher, data and tokenizer settings a phase's result depends on."""
-    teacher = {k: v for k, v in config.get("teacher", {}).items() if k != "min_margin_nats"}
-    if "pretrain" in teacher:
-        teacher["pretrain"] = {k: v for k, v in teacher["pretrain"].items() if k != "threads"}
+    """The teacher, data and tokenizer settings a phase's result depends on (a named teacher is its
+    name and dtype; a pretrained one its recipe, less the thread count)."""
+    teacher = {k: v for k, v in config.get("teacher", {}).items() if k not in ("min_margin_nats", "pretrain")}
+    if teacher.get("name") is None and "pretrain" in config.get("teacher", {}):
+        teacher["pretrain"] = {k: v for k, v in config["teacher"]["pretrain"].items() if k != "threads"}
     return {"teacher": teacher, "data": config.get("data"), "tokenizer": config.get("tokenizer")}
 
 
@@ -285,17 +298,22 @@ class PhaseTable:
 
     @classmethod
     def from_config(cls, config: dict) -> PhaseTable:
+        """The phases of the runs built (`build`). A phase keeps the snapshots of every run defined
+        that shares it, built or not, so that its outputs do not change with `build`."""
+        build = config.get("build")
         specs, runs, snapshots = {}, {}, {}
         for run in config["runs"]:
             for seed in config["seeds"]:
                 keys = []
                 for spec in run_specs(config, run, seed):
                     key = spec.key
-                    specs.setdefault(key, spec)
                     snapshots[key] = max(snapshots.get(key, 0), snapshots_per_phase(config, run))
                     keys.append(key)
-                runs[(run, int(seed))] = keys
-        return cls(specs, runs, snapshots)
+                    if build is None or run in build:
+                        specs.setdefault(key, spec)
+                if build is None or run in build:
+                    runs[(run, int(seed))] = keys
+        return cls(specs, runs, {key: snapshots[key] for key in specs})
 
     def sharing(self, key: str) -> list[str]:
         """Labels `run seed S phase P` of every run phase that is phase `key`."""

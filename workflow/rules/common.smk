@@ -1,10 +1,18 @@
 # Helpers shared by all rule files (config validation, the distinct phases, input functions).
-from normgrow.config import job_resources, launch_ranks, science_config, train_docs_required, validate_config
+from normgrow.config import (
+    built_runs,
+    job_resources,
+    launch_ranks,
+    pretrain_science,
+    science_config,
+    train_docs_required,
+    validate_config,
+)
 from normgrow.curriculum import PhaseTable, run_checkpoints, run_phases
 
 validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
 
-RUNS = list(config["runs"])
+RUNS = built_runs(config)
 SEEDS = [str(s) for s in config["seeds"]]
 # Every distinct phase, trained once under results/phases/{key}/ (normgrow.curriculum).
 PHASES = PhaseTable.from_config(config)
@@ -79,6 +87,7 @@ def all_diagnostics():
     return [
         f"results/diagnostics/{run}/seed{seed}/phase{p}.json"
         for run in config["diagnostics"]["runs"]
+        if run in RUNS
         for seed in SEEDS
         for p in range(len(run_phases(config, run)))
     ]

@@ -5,7 +5,7 @@ rule pretrain_teacher:
     output:
         directory("results/teacher/model"),
     params:
-        pretrain=config["teacher"].get("pretrain"),
+        pretrain=pretrain_science(config["teacher"]["pretrain"]) if config["teacher"].get("pretrain") else None,
         seed=config["data"]["split_seed"],
     threads: config["teacher"]["pretrain"]["threads"] if config["teacher"].get("pretrain") else 1
     log:
