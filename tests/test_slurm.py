@@ -76,6 +76,11 @@ def test_ci_config_builds_the_paper_through_slurm(slurm_run):
     assert {"corpus", "tokenizer", "tokenize", "pretrain_teacher", "check_teacher"} <= set(submitted)
     assert not set(submitted) & {"collect_metrics", "paper", "run_index", "all"}
     assert re.search(r"localrule (paper|collect_metrics):", proc.stdout)
+    # the sbatch output of every job, successful ones included, is kept (slurm-keep-successful-logs)
+    logs = re.findall(r"has been submitted with SLURM jobid \d+ \(log: (\S+)\)\.", proc.stdout)
+    assert len(logs) == sum(submitted.values())
+    missing = [log for log in logs if not Path(log).is_file()]
+    assert not missing, missing[:5]
 
 
 @pytest.mark.slow
