@@ -64,8 +64,7 @@ def config_shape(files: list[str], teacher_config: str | None = None, **extra) -
     teacher's)."""
     import yaml
 
-    from normgrow.cli import merge
-    from normgrow.config import rank_batch_size, validate_config
+    from normgrow.config import merge, rank_batch_size, validate_config
 
     config: dict = {}
     for name in files:
