@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from conftest import make_teacher, student_logits
 
+from normgrow.curriculum import Training
 from normgrow.data import collate
 from normgrow.forward import causal_lm_logits, positions_and_labels
 from normgrow.objective import Objective
@@ -19,7 +20,8 @@ from normgrow.student import BlockStackStudent, count_parameters
 from normgrow.trainer import build_optimizer
 
 PLACEMENT_NAMES = ["pre", "post"]
-TRAIN = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0}
+TRAIN = Training(batch_size=2, lr=1e-2, min_lr=1e-4, warmup_fraction=0.0, betas=(0.9, 0.95), eps=1e-8,
+                 weight_decay=0.0, grad_clip=0.5, eval_every=1, precision="fp32")
 
 
 # ---------------------------------------------------------------- an independent reference
