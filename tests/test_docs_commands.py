@@ -1,4 +1,4 @@
-"""Every Snakemake command written in the README and in the configs' header comments dry-runs as
+"""Every Snakemake command written in the README, the docs and the configs' header comments dry-runs as
 written (with `-n` added, in a scratch directory): a target misplaced after `--configfile`, a
 missing file or a stale option fails here, not for a user."""
 
@@ -17,12 +17,14 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
 def written_commands() -> list[tuple[str, str]]:
-    """(where, command) of every `snakemake …` command in README.md (code spans and blocks) and in
+    """(where, command) of every `snakemake …` command in README.md, CONTRIBUTING.md and docs/*.md
+    (code spans and blocks) and in
     the comment headers of configs/*.yaml."""
     found = []
-    readme = (REPO / "README.md").read_text()
-    for command in re.findall(r"`(snakemake [^`]+)`", readme) + re.findall(r"^(snakemake .+)$", readme, re.M):
-        found.append(("README.md", command))
+    for doc in [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = doc.read_text()
+        for command in re.findall(r"`(snakemake [^`]+)`", text) + re.findall(r"^(snakemake .+)$", text, re.M):
+            found.append((doc.name, command))
     for config in sorted((REPO / "configs").glob("*.yaml")):
         for line in config.read_text().splitlines():
             match = re.match(r"#\s+(snakemake .+?)(\s{2,}\(.*)?$", line)
@@ -36,7 +38,7 @@ COMMANDS = written_commands()
 
 def test_the_commands_are_found():
     where = {w for w, _ in COMMANDS}
-    assert {"README.md", "ci.yaml", "mid.yaml", "paper.yaml"} <= where
+    assert {"workflow.md", "cluster.md", "miniature.md", "ci.yaml", "mid.yaml", "paper.yaml"} <= where
     assert len(COMMANDS) >= 6
 
 
