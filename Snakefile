@@ -34,6 +34,7 @@ localrules:
     collect_metrics,
     paper,
     run_index,
+    trace,
 
 
 
@@ -42,6 +43,7 @@ include: "workflow/rules/teacher.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/diagnose.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/trace.smk"
 
 
 rule all:

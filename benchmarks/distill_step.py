@@ -156,14 +156,14 @@ def naive_terms(student, teacher, batch, objective, precision):
     """Full logits for the whole padded micro-batch, fp32 log-softmax, then the loss positions."""
     import torch
 
-    from normgrow.forward import positions_and_labels
+    from normgrow.forward import at_positions, positions_and_labels
 
     positions, labels = positions_and_labels(batch)
     with torch.no_grad():
         teacher_logits = teacher(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits.float()
     with torch.autocast(batch.input_ids.device.type, torch.bfloat16, enabled=precision == "bf16"):
         student_logits = student.lm_head(student(batch.input_ids, batch.attention_mask)).float()
-    return objective(student_logits[positions], teacher_logits[positions], labels)
+    return objective(at_positions(student_logits, positions), at_positions(teacher_logits, positions), labels)
 
 
 def loss_step(s: dict, variant: str, device):
@@ -198,12 +198,12 @@ def full_step(s: dict, variant: str, ranks):
 
     from normgrow.curriculum import Training
     from normgrow.distributed import shard_student
-    from normgrow.forward import distillation_terms
-    from normgrow.objective import Objective
-    from normgrow.trainer import build_optimizer, clip_gradients
+    from normgrow.objective import Objective, loss_positions
+    from normgrow.trainer import build_optimizer, training_step
 
     teacher, student = build(s, ranks.device)
-    batch = ranks.rows(batch_for(s), pad_id=0)
+    global_batch = batch_for(s)
+    batch = ranks.rows(global_batch, pad_id=0)
     flops = step_flops(s, teacher, student, batch)
     objective = Objective()
     if variant.startswith("ours"):
@@ -219,16 +219,17 @@ def full_step(s: dict, variant: str, ranks):
                                       betas=OPTIMIZER["betas"], weight_decay=OPTIMIZER["weight_decay"])
     params = [p for p in student.parameters() if p.requires_grad]
 
+    normalizer = int(loss_positions(global_batch.attention_mask).sum())
+
     def step():
         if variant.startswith("ours"):
-            terms = distillation_terms(student, teacher, batch, objective, s["loss_chunk"])
-            (terms["total"] * ranks.world).backward()
-            clip_gradients(params, OPTIMIZER["grad_clip"])
+            training_step(student, teacher, optimizer, batch, objective, OPTIMIZER["grad_clip"], s["loss_chunk"],
+                          ranks.world, normalizer)
         else:
             naive_terms(student, teacher, batch, objective, s["precision"])["total"].backward()
             torch.nn.utils.clip_grad_norm_(params, OPTIMIZER["grad_clip"])
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
 
     return step, batch.tokens, flops
 

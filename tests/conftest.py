@@ -14,6 +14,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from normgrow.data import save_tokens, split_corpus
+from normgrow.forward import at_positions
 
 REPO = Path(__file__).resolve().parents[1]
 # The suite tests the CPU path (bit-identical resumes, gloo ranks, fp32 tolerances) on any machine;
@@ -38,7 +39,7 @@ def make_teacher(vocab_size: int = 64, hidden_size: int = 32, seed: int = 0) -> 
 
 def student_logits(student, batch, positions: torch.Tensor) -> torch.Tensor:
     """(N, V) full logits of the block-stack student at the N loss positions (the unfused path)."""
-    return student.lm_head(student(batch.input_ids, batch.attention_mask)[positions])
+    return student.lm_head(at_positions(student(batch.input_ids, batch.attention_mask), positions))
 
 
 @pytest.fixture

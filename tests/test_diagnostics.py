@@ -16,7 +16,7 @@ from normgrow.diagnostics import (
     rms_stats,
     structural_mask,
 )
-from normgrow.objective import loss_positions, next_token_labels
+from normgrow.forward import positions_and_labels
 from normgrow.student import BlockStackStudent
 
 
@@ -89,8 +89,7 @@ def test_removing_a_block_that_helps_raises_the_ce_by_its_exact_effect(teacher):
     torch.manual_seed(0)
     student = BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0)
     batch = collate([np.arange(1, 9), np.arange(3, 8)], pad_id=0)
-    positions = loss_positions(batch.attention_mask)
-    labels = next_token_labels(batch.input_ids, positions)
+    positions, labels = positions_and_labels(batch)
     student.set_trainable([1])
     optimizer = torch.optim.Adam([p for p in student.parameters() if p.requires_grad], lr=1e-2)
     for _ in range(30):  # block 1 (with the head) learns this batch

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import BATCH, LAYERS_PER_BLOCK, SEED, STEPS, student_logits, tiny_run_config
+from conftest import BATCH, LAYERS_PER_BLOCK, SEED, STEPS, tiny_run_config
 from safetensors.torch import load_file
 
 from normgrow.curriculum import Execution, Training, phase_spec
@@ -175,7 +175,8 @@ def test_first_logged_loss_is_the_objective_of_the_first_batch(workspace, freeze
     positions = loss_positions(batch.attention_mask)
     with torch.no_grad():
         teacher_logits = teacher(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[positions]
-        terms = Objective(**config["objective"])(student_logits(student, batch, positions), teacher_logits,
+        logits = student.lm_head(student(batch.input_ids, batch.attention_mask)[positions])
+        terms = Objective(**config["objective"])(logits, teacher_logits,
                                                  next_token_labels(batch.input_ids, positions))
     first = read_csv(freeze_run[0] / "train.csv")[0]
     for name, column in (("total", "loss"), ("ce", "ce"), ("kd", "kd")):

@@ -7,7 +7,11 @@
 - `python -m normgrow.cli phases config.yaml [more.yaml ...]` prints where every phase of every run
   is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase;
 - `python -m normgrow.cli preflight config.yaml configs/paper.yaml` compares the jobs' resources
-  with the nodes `sinfo` reports, before anything is submitted (normgrow.preflight)."""
+  with the nodes `sinfo` reports, before anything is submitted (normgrow.preflight);
+- `python -m normgrow.cli trace config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` runs the
+  training step, the teacher check and the diagnostics on fake tensors at the config's real shapes
+  over a fake world of GPUs, and prints the measured peak memory beside the plan (normgrow.trace);
+  it exits 1 when the peak does not fit."""
 
 from __future__ import annotations
 
@@ -43,7 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     phases.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     preflight = commands.add_parser("preflight", help="do the jobs' resources fit the cluster's nodes (sinfo)?")
     preflight.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
+    trace = commands.add_parser("trace", help="peak GPU memory of the training step and the one-GPU jobs, traced "
+                                              "on fake tensors over a fake world of GPUs")
+    trace.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
+    trace.add_argument("--gpus", type=int, help="ranks (default: the config's training ranks)")
+    trace.add_argument("--gpu-gb", type=float, default=80.0)
+    trace.add_argument("--rows", type=int, help="documents per rank (default: train.batch_size / gpus)")
+    trace.add_argument("--no-search", action="store_true", help="skip the search for the largest batch that fits")
+    trace.add_argument("--teacher-config", help="a directory or hub id whose config.json describes the teacher "
+                                                "(default: teacher.name)")
+    trace.add_argument("--json", type=Path, help="also write the measurements to this file")
     args = parser.parse_args(argv)
+    if args.command == "trace":
+        return print_trace(args)
     if args.command == "preflight":
         return print_preflight(args)
     if args.command == "plan":
@@ -96,19 +112,41 @@ def print_preflight(args) -> int:
     return 1 if problems else 0
 
 
-def print_plan(args) -> int:
+def teacher_config(config: dict, override: str | None):
     from transformers import AutoConfig
 
+    teacher = override or config["teacher"]["name"]
+    if teacher is None:
+        raise SystemExit("teacher.name is null (a teacher built by the workflow): pass --teacher-config DIR")
+    return AutoConfig.from_pretrained(teacher)
+
+
+def print_plan(args) -> int:
     from normgrow.plan import format_plan, plan
 
     config = read_configs(args.configs)
-    teacher = args.teacher_config or config["teacher"]["name"]
-    if teacher is None:
-        raise SystemExit("teacher.name is null (a teacher built by the workflow): pass --teacher-config DIR")
-    result = plan(config, AutoConfig.from_pretrained(teacher), args.gpus, args.gpu_gb,
+    result = plan(config, teacher_config(config, args.teacher_config), args.gpus, args.gpu_gb,
                   False if args.no_activation_checkpointing else None)
     print(format_plan(result))
     return 0
+
+
+def print_trace(args) -> int:
+    import json
+
+    from normgrow.config import training_ranks
+    from normgrow.trace import format_trace, trace
+
+    config = read_configs(args.configs)
+    result = trace(config, teacher_config(config, args.teacher_config), args.gpus or training_ranks(config),
+                   args.gpu_gb, args.rows, search=not args.no_search)
+    print(format_trace(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    if not result["fits"]:
+        print(f"the traced peak exceeds 90% of --gpu-gb {args.gpu_gb:g}: lower train.batch_size or "
+              "data.max_length, or use more GPUs", file=sys.stderr)
+    return 0 if result["fits"] else 1
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import math
 import torch
 
 from normgrow.data import Batch
-from normgrow.forward import positions_and_labels
+from normgrow.forward import at_positions, positions_and_labels
 
 
 def per_token_rms(h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -60,16 +60,23 @@ def angular_distance(h_in: torch.Tensor, h_out: torch.Tensor, attention_mask: to
     return float((torch.arccos(cos.clamp(-1.0, 1.0)) / math.pi).mean())
 
 
-def next_token_ce(student, batch: Batch, skip_block: int | None = None) -> float:
-    positions, labels = positions_and_labels(batch)
-    hidden = student(batch.input_ids, batch.attention_mask, skip_block=skip_block)
-    logits = student.lm_head(hidden[positions]).float()
-    return float(torch.nn.functional.cross_entropy(logits, labels))
+def next_token_ce(student, batch: Batch, skip_block: int | None = None,
+                  targets: tuple[torch.Tensor, torch.Tensor] | None = None, chunk: int = 4096) -> torch.Tensor:
+    """Mean next-token CE of the student over the batch's loss positions (`targets`, if computed);
+    logits `chunk` positions at a time, so no (positions × vocabulary) tensor exists."""
+    positions, labels = targets if targets is not None else positions_and_labels(batch)
+    hidden = at_positions(student(batch.input_ids, batch.attention_mask, skip_block=skip_block), positions)
+    total = hidden.new_zeros((), dtype=torch.float32)
+    for start in range(0, len(labels), chunk):
+        logits = student.lm_head(hidden[start:start + chunk]).float()
+        total += torch.nn.functional.cross_entropy(logits, labels[start:start + chunk], reduction="sum")
+    return total / len(labels)
 
 
 @torch.inference_mode()
-def diagnose(student, batch: Batch, special_ids: list[int], removal: bool = True) -> dict:
-    """All checkpoint-level diagnostics of `student` (at its active depth) on one batch."""
+def diagnose(student, batch: Batch, special_ids: list[int], removal: bool = True, chunk: int = 4096) -> dict:
+    """All checkpoint-level diagnostics of `student` (at its active depth) on one batch; CE logits
+    `chunk` positions at a time."""
     student.eval()
     streams: list[torch.Tensor] = []
     student(batch.input_ids, batch.attention_mask, boundaries=streams)
@@ -82,10 +89,11 @@ def diagnose(student, batch: Batch, special_ids: list[int], removal: bool = True
     report = {"active_blocks": student.active_blocks, "boundaries": boundaries,
               "structural_tokens": int(structural.sum()), "real_tokens": int(structural.numel())}
     if removal:
-        full = next_token_ce(student, batch)
+        targets = positions_and_labels(batch)
+        full = float(next_token_ce(student, batch, targets=targets, chunk=chunk))
         report["ce_full"] = full
         report["blocks"] = [
-            {"block": block, "delta_ce": next_token_ce(student, batch, skip_block=block) - full,
+            {"block": block, "delta_ce": float(next_token_ce(student, batch, block, targets, chunk)) - full,
              "angular_distance": angular_distance(streams[block], streams[block + 1], batch.attention_mask)}
             for block in range(student.active_blocks)]
     return report

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from normgrow.data import Batch
@@ -109,16 +109,19 @@ def process_group():
             dist.destroy_process_group()
 
 
-def shard_student(student: torch.nn.Module, ranks: Ranks, precision: str) -> None:
+def shard_student(student: torch.nn.Module, ranks: Ranks, precision: str, mesh: DeviceMesh | None = None) -> None:
     """FSDP2 in place: one unit per decoder layer, one at the root — except in a world of one
     computing in fp32, where sharding and casting change nothing and FSDP would only copy every
     parameter and gradient through its collectives' buffers (~20% of the embedded default's step).
 
-    Call after `set_trainable` and after loading weights; the student moves to `ranks.device`."""
-    student.to(ranks.device)
+    Call after `set_trainable` and after loading weights; the student moves to `ranks.device` (unless
+    it is there already: a fake-tensor trace cannot move modules). `mesh` defaults to one over all
+    ranks (the trace passes one made before it enters fake mode)."""
+    if any(t.device != ranks.device for t in [*student.parameters(), *student.buffers()]):
+        student.to(ranks.device)
     if ranks.world == 1 and PRECISIONS[precision] is None:
         return
-    mesh = init_device_mesh(ranks.device.type, (ranks.world,))
+    mesh = mesh or init_device_mesh(ranks.device.type, (ranks.world,))
     policy = MixedPrecisionPolicy(param_dtype=PRECISIONS[precision], reduce_dtype=torch.float32)
     for block in student.blocks:
         for layer in block:

@@ -44,13 +44,21 @@ def causal_lm_ce(model, batches: list[Batch], chunk: int = 4096) -> float:
     formed `chunk` positions at a time, in fp32, so no (positions × vocabulary) tensor exists."""
     total, count = 0.0, 0
     device = next(model.parameters()).device
-    head = model.get_output_embeddings()
     for batch in batches:
         batch = batch.to(device)
-        positions, labels = positions_and_labels(batch)
-        hidden = causal_lm_hidden(model, batch, positions)
-        for start in range(0, len(labels), chunk):
-            logits = head(hidden[start:start + chunk]).float()
-            total += float(torch.nn.functional.cross_entropy(logits, labels[start:start + chunk], reduction="sum"))
-        count += len(labels)
+        targets = positions_and_labels(batch)
+        total += float(causal_lm_ce_sum(model, batch, targets, chunk))
+        count += len(targets[1])
     return total / count
+
+
+def causal_lm_ce_sum(model, batch: Batch, targets: tuple[torch.Tensor, torch.Tensor], chunk: int) -> torch.Tensor:
+    """Summed next-token CE of a causal LM on one batch at its `targets` (`positions_and_labels`)."""
+    positions, labels = targets
+    hidden = causal_lm_hidden(model, batch, positions)
+    head = model.get_output_embeddings()
+    total = hidden.new_zeros((), dtype=torch.float64)  # fp32 sums per chunk, accumulated in fp64
+    for start in range(0, len(labels), chunk):
+        logits = head(hidden[start:start + chunk]).float()
+        total += torch.nn.functional.cross_entropy(logits, labels[start:start + chunk], reduction="sum").double()
+    return total

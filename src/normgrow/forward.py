@@ -1,5 +1,9 @@
 """Hidden states and logits at the loss positions only: padding never reaches an LM head, the
-loss or a metric."""
+loss or a metric.
+
+Loss positions are flat indices into a batch's B·T positions ((B, T) order), not a boolean mask:
+selecting rows by index gives a result whose shape is known before the data is read, so the same
+code runs on real tensors and under a fake-tensor trace (normgrow.trace)."""
 
 from __future__ import annotations
 
@@ -10,38 +14,47 @@ from normgrow.objective import loss_positions, next_token_labels
 
 
 def positions_and_labels(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    positions = loss_positions(batch.attention_mask)
-    return positions, next_token_labels(batch.input_ids, positions)
+    """(N,) flat indices of the batch's loss positions and (N,) their next-token labels."""
+    mask = loss_positions(batch.attention_mask)
+    return mask.flatten().nonzero().squeeze(1), next_token_labels(batch.input_ids, mask)
+
+
+def at_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The (N, ...) rows of a (B, T, ...) tensor at flat `positions`."""
+    return hidden.flatten(0, 1)[positions]
+
+
+def causal_lm_hidden(model, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
+    """(N, H) final hidden states of a `transformers` causal LM at the N loss positions. No KV cache:
+    with the configs' usual `use_cache: true` the model would keep every layer's keys and values
+    until it returns (found by the memory trace: 9 GiB per rank at the paper's shape)."""
+    hidden = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                              use_cache=False).last_hidden_state
+    return at_positions(hidden, positions)
 
 
 def causal_lm_logits(model, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
     """(N, V) logits of a `transformers` causal LM (e.g. the teacher) at the N loss positions."""
-    hidden = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
-    return model.get_output_embeddings()(hidden[positions])
+    return model.get_output_embeddings()(causal_lm_hidden(model, batch, positions))
 
 
-def causal_lm_hidden(model, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
-    """(N, H) final hidden states of a `transformers` causal LM at the N loss positions."""
-    hidden = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
-    return hidden[positions]
-
-
-def distillation_terms(student, teacher, batch: Batch, objective, chunk: int,
-                       normalizer: float | None = None) -> dict[str, torch.Tensor]:
+def distillation_terms(student, teacher, batch: Batch, objective, chunk: int, normalizer: float | None = None,
+                       targets: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """The objective's terms on one batch: the teacher runs once under inference mode, and KD + CE
     are computed chunk by chunk, fused with both LM heads (no full-vocabulary logits tensor).
 
     The loss runs inside the student's forward (`loss=`), where a sharded student's head is
-    gathered. Terms are means over the batch's loss positions, or sums divided by `normalizer`."""
+    gathered. Terms are means over the batch's loss positions, or sums divided by `normalizer`.
+    `targets` are the batch's `positions_and_labels`, if already computed."""
     from normgrow.objective import fused_objective
 
-    positions, labels = positions_and_labels(batch)
+    positions, labels = targets if targets is not None else positions_and_labels(batch)
     with torch.inference_mode():
         teacher_hidden = causal_lm_hidden(teacher, batch, positions)
     teacher_weight = teacher.get_output_embeddings().weight
 
     def loss(hidden, weight):
-        return fused_objective(objective, hidden[positions], weight, teacher_hidden, teacher_weight, labels,
-                               chunk, normalizer)
+        return fused_objective(objective, at_positions(hidden, positions), weight, teacher_hidden, teacher_weight,
+                               labels, chunk, normalizer)
 
     return student(batch.input_ids, batch.attention_mask, loss=loss)

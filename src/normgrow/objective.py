@@ -85,27 +85,12 @@ class FusedDistillationLoss(torch.autograd.Function):
         entropy_sum = hidden.new_zeros((), dtype=torch.float32)  # of the teacher, for KD soft
         rows = torch.arange(min(chunk, hidden.shape[0]), device=hidden.device)
         for start in range(0, hidden.shape[0], chunk):
-            h, y = hidden[start : start + chunk], labels[start : start + chunk]
-            z = (h @ weight.T).float()
-            z_t = (teacher_hidden[start : start + chunk] @ teacher_weight.T).float()
-            log_p = F.log_softmax(z / tau if tau != 1.0 else z, dim=-1)
-            log_q = F.log_softmax(z_t / tau if tau != 1.0 else z_t, dim=-1)
-            q = log_q.exp()
-            kd_sum += (q * (log_q - log_p)).sum()
-            entropy_sum -= (q * log_q).sum()
-            log_p1 = log_p if tau == 1.0 else F.log_softmax(z, dim=-1)
-            ce_sum -= log_p1.gather(1, y[:, None]).sum()
-            if need_h or need_w:
-                p = log_p.exp()  # d total / d z, built in place of p
-                if tau == 1.0:
-                    grad = p.mul_((alpha + gamma) / n).sub_(q, alpha=alpha / n)
-                else:
-                    grad = p.sub_(q).mul_(alpha * tau / n).add_(log_p1.exp(), alpha=gamma / n)
-                grad[rows[: len(y)], y] -= gamma / n
-                if need_h:
-                    torch.mm(grad.to(weight.dtype), weight, out=grad_hidden[start : start + chunk])
-                if need_w:
-                    grad_weight.addmm_(grad.T, h.float())
+            part = slice(start, start + chunk)
+            kd, entropy, ce = _chunk_terms(hidden[part], weight, teacher_hidden[part], teacher_weight, labels[part],
+                                           rows, alpha, gamma, tau, n, grad_hidden, grad_weight, part)
+            kd_sum += kd
+            entropy_sum += entropy
+            ce_sum += ce
         kd, ce, kd_soft = kd_sum / n, ce_sum / n, (kd_sum + entropy_sum) / n
         ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(ce, kd, kd_soft)
@@ -119,6 +104,39 @@ class FusedDistillationLoss(torch.autograd.Function):
         if grad_weight is not None:
             grad_weight = grad_weight.mul_(grad_total).to(ctx.weight_dtype)
         return grad_hidden, grad_weight, None, None, None, None, None, None, None, None
+
+
+def _chunk_terms(h, weight, teacher_h, teacher_weight, y, rows, alpha, gamma, tau, n, grad_hidden, grad_weight,
+                 part: slice) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One chunk of FusedDistillationLoss: its KL, teacher-entropy and CE sums; its gradients are
+    written into `grad_hidden[part]` and added to `grad_weight` (either may be None). A function of
+    its own so that the chunk's (chunk × V) tensors are freed when it returns, before the next
+    chunk's exist (found by the memory trace: a loop body kept the previous chunk's alive)."""
+    z = (h @ weight.T).float()
+    z_t = (teacher_h @ teacher_weight.T).float()
+    log_p = F.log_softmax(z / tau if tau != 1.0 else z, dim=-1)
+    log_q = F.log_softmax(z_t / tau if tau != 1.0 else z_t, dim=-1)
+    del z_t
+    q = log_q.exp()
+    kd = (q * (log_q - log_p)).sum()
+    entropy = -(q * log_q).sum()
+    del log_q
+    log_p1 = log_p if tau == 1.0 else F.log_softmax(z, dim=-1)
+    del z
+    ce = -log_p1.gather(1, y[:, None]).sum()
+    if grad_hidden is not None or grad_weight is not None:
+        p = log_p.exp()  # d total / d z, built in place of p
+        del log_p
+        if tau == 1.0:
+            grad = p.mul_((alpha + gamma) / n).sub_(q, alpha=alpha / n)
+        else:
+            grad = p.sub_(q).mul_(alpha * tau / n).add_(log_p1.exp(), alpha=gamma / n)
+        grad[rows[: len(y)], y] -= gamma / n
+        if grad_hidden is not None:
+            torch.mm(grad.to(weight.dtype), weight, out=grad_hidden[part])
+        if grad_weight is not None:
+            grad_weight.addmm_(grad.T, h.float())
+    return kd, entropy, ce
 
 
 def fused_objective(objective: Objective, hidden, weight, teacher_hidden, teacher_weight, labels,

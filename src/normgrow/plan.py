@@ -9,14 +9,22 @@ SwiGLU MLP, two layer norms). Memory is an estimate per GPU for FSDP2 over `gpus
   for fp32): the root unit (embedding, head, boundary norm) for the whole step, and two decoder
   layers (the one computing and the one prefetched); none for one fp32 process (plain module);
 - teacher, replicated in `teacher.dtype` (T = 2 B per parameter in bf16, on every rank: inference
-  only, no all-gathers), and its forward working set: one layer's transients, T × tokens ×
-  (3·I + 4·H), since inference mode frees each layer's activations once the next has consumed them;
-- activations of the student for one micro-batch (batch / ranks documents × max length tokens):
-  without checkpointing C × tokens × (10·H + 3·I) per layer (inputs of every projection and norm,
-  attention output, SwiGLU gate/up/product; SDPA keeps no score matrix); with checkpointing
-  (`train.activation_checkpointing`) C × tokens × H per layer plus one layer's full activations;
-- the fused KD + CE working set: 6 fp32 tensors of chunk × V plus the LM head's fp32 gradient
-  accumulator (V × H × 4 B), instead of (tokens × V) logits.
+  only, no all-gathers);
+- the working set of the step's largest stage (they never coexist, so the peak takes the largest):
+  - teacher forward: one layer's transients, T × tokens × (3·I + 4·H) (inference mode frees each
+    layer's activations once the next has consumed them, and no KV cache is kept);
+  - the fused KD + CE, in the student's forward: the saved layer inputs (below), three (N × H)
+    hidden-state tensors at the N loss positions (student, its gradient, teacher), 6 fp32 tensors of
+    chunk × V and the LM head's fp32 gradient accumulator (V × H × 4 B), instead of (N × V) logits;
+  - backward: the saved layer inputs, the head's gradient (C × V × H) and one layer's backward
+    working set, C × tokens × (18·H + 6·I): the recomputed layer's inputs of every projection and
+    norm, RMSNorm's fp32 intermediates, SwiGLU's gate/up/product and their gradients. With
+    activation checkpointing (`train.activation_checkpointing`) the saved inputs are C × tokens × H
+    per layer; without, every layer keeps C × tokens × (16·H + 5·I) (its inputs of every projection
+    and norm, RMSNorm's fp32 intermediates, attention's outputs, SwiGLU's gate/up/product).
+The coefficients were measured by the memory trace (normgrow.trace): `python -m normgrow.cli trace
+config.yaml configs/paper.yaml` prints the plan beside the traced peak; docs/cluster.md has the
+comparison at several shapes.
 Tokens per phase are an upper bound: steps × batch × max length (documents are usually shorter).
 """
 
@@ -59,27 +67,32 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
     layers = s["blocks"] * s["layers_per_block"]
     h, i, v = teacher_config.hidden_size, teacher_config.intermediate_size, teacher_config.vocab_size
     tokens = max(1, t["batch_size"] // gpus) * config["data"]["max_length"]
-    full_layer = compute * tokens * (10 * h + 3 * i)
+    positions = tokens  # an upper bound: every position but each document's last
     if activation_checkpointing:
-        activations = compute * tokens * h * layers + full_layer
+        saved = compute * tokens * h * layers
     else:
-        activations = full_layer * layers
-    chunk = min(t["loss_chunk"], tokens)
+        saved = compute * tokens * (16 * h + 5 * i) * layers
+    chunk = min(t["loss_chunk"], positions)
     # one fp32 process keeps the plain module: nothing is gathered (normgrow.distributed.shard_student)
     gathered = 0 if gpus == 1 and compute == 4 else compute * (counts["embedding"] + counts["head"] + h
                                                                  + 2 * layer_parameters(teacher_config))
+    stages = {
+        "teacher forward (one layer, inference)": teacher_bytes * tokens * (3 * i + 4 * h),
+        "KD + CE (saved inputs, fused loss)": saved + 3 * compute * positions * h + 6 * 4 * chunk * v + 4 * v * h,
+        "backward (saved inputs, one layer)": saved + compute * v * h + compute * tokens * (18 * h + 6 * i),
+    }
+    largest = max(stages, key=stages.get)
     memory = {
         "student weights, grads, AdamW (sharded)": 16 * counts["trainable"] / gpus,
         "student embedding (fp32, sharded)": 4 * counts["embedding"] / gpus,
         f"gathered {t['precision']} weights (root unit, 2 layers)": gathered,
         f"teacher ({config['teacher']['dtype']}, replicated)": teacher_bytes * teacher_parameters(teacher_config),
-        "teacher forward (one layer, inference)": teacher_bytes * tokens * (3 * i + 4 * h),
-        "student activations": activations,
-        "KD + CE working set": 6 * 4 * chunk * v + 4 * v * h,
+        f"largest stage: {largest}": stages[largest],
     }
     total = sum(memory.values())
     return {"parameters": {**counts, "teacher": teacher_parameters(teacher_config)},
             "memory_gb": {k: m / GB for k, m in memory.items()}, "total_gb": total / GB,
+            "stages_gb": {k: m / GB for k, m in stages.items()},
             "gpus": gpus, "gpu_gb": gpu_gb, "fits": total <= 0.9 * gpu_gb * GB,
             "micro_batch_tokens": tokens, "tokens_per_phase_max": t["phase_steps"] * t["batch_size"]
             * config["data"]["max_length"], "naive_logits_gb": 4 * tokens * v / GB}

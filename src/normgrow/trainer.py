@@ -19,13 +19,14 @@ continues from the newest verified one when rerun; SIGTERM (preemption) saves a 
 with `Preempted`; a non-finite loss or gradient stops the phase without touching the saved states;
 the declared outputs are written only at the end, each atomically.
 
-For tests, `NORMGROW_FAULT=kill@N | term@N | nan@N` kills the process with SIGKILL after update N,
-sends it SIGTERM after update N, or makes the loss of update N NaN.
+One update is `training_step`, which the benchmark (benchmarks/distill_step.py) and the memory
+trace (normgrow.trace) call too. Tests inject faults through `normgrow.faults`.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import os
@@ -40,9 +41,10 @@ from tqdm import tqdm
 
 from normgrow.checkpoint import atomic_write, load_student, read_json, save_student, write_json
 from normgrow.curriculum import DataState, Execution, PhaseSpec, Training, snapshot_steps
-from normgrow.data import DocumentIterator, TokenStore, fixed_batches
+from normgrow.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.distributed import Ranks, process_group, shard_student
 from normgrow.evaluate import evaluate_student
+from normgrow.faults import Faults
 from normgrow.forward import distillation_terms
 from normgrow.objective import Objective, loss_positions
 from normgrow.resume import ResumeStore, rng_state, seed_all, set_rng_state
@@ -87,12 +89,6 @@ class SigtermFlag:
 
     def restore(self):
         signal.signal(signal.SIGTERM, self.previous)
-
-
-def injected_fault() -> tuple[str | None, int]:
-    """The fault `NORMGROW_FAULT=kind@N` asks for (tests only): (kind, N), or (None, 0)."""
-    kind, _, step = os.environ.get("NORMGROW_FAULT", "").partition("@")
-    return (kind, int(step)) if step else (None, 0)
 
 
 def run_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path, previous: Path | None,
@@ -164,9 +160,8 @@ def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens
         resume.save(t, student, optimizer, {"step": t, "rng": rng_state(), "data": batches.state.as_dict(),
                                             "counters": counters, "train_rows": train_rows, "eval_rows": eval_rows})
 
-    params = [q for q in student.parameters() if q.requires_grad]
     snapshots = set(snapshot_steps(phase.steps, execution.snapshots))
-    fault_kind, fault_step = injected_fault()  # read once per phase, not per update
+    faults = Faults.from_environment()
     sigterm = SigtermFlag()
     progress = tqdm(range(done + 1, phase.steps + 1), desc=label, mininterval=5, file=log,
                     initial=done, total=phase.steps, disable=not ranks.main)
@@ -176,20 +171,15 @@ def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens
             for group in optimizer.param_groups:
                 group["lr"] = lr
             batch = batches.next_batch()
-            positions = int(loss_positions(batch.attention_mask).sum())
-            terms = distillation_terms(student, teacher, ranks.rows(batch, pad_id), objective, execution.loss_chunk,
-                                       normalizer=positions)
-            fault = fault_kind if t == fault_step else None
-            if fault == "nan":
-                terms["total"] = terms["total"] * math.nan
-            (terms["total"] * ranks.world).backward()  # FSDP averages gradients over the ranks
-            loss, ce, kd, kd_soft = ranks.sum(*(terms[k].detach() for k in ("total", "ce", "kd", "kd_soft")))
-            grad_norm = clip_gradients(params, training.grad_clip)
+            terms = training_step(student, teacher, optimizer, ranks.rows(batch, pad_id), objective,
+                                  training.grad_clip, execution.loss_chunk, ranks.world,
+                                  normalizer=int(loss_positions(batch.attention_mask).sum()),
+                                  loss_hook=functools.partial(faults.loss, t))
+            loss, ce, kd, kd_soft = ranks.sum(*(terms[k] for k in ("total", "ce", "kd", "kd_soft")))
+            grad_norm = float(terms["grad_norm"])  # global: the same on every rank
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                 raise FloatingPointError(f"{label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
                                          f"update {t}; the last good resume state is kept in {out / 'resume'}")
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
             counters["steps"] += 1
             counters["tokens"] += batch.tokens
             counters["active_layer_tokens"] += batch.tokens * layers
@@ -205,16 +195,14 @@ def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens
                                   "kd": metrics["kd"], "kd_soft": metrics["kd_soft"], "ppl": metrics["ppl"]})
                 print(f"{label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
                       f"PPL {metrics['ppl']:.2f}", file=log, flush=True)
-            if fault == "term":
-                os.kill(os.getpid(), signal.SIGTERM)
+            faults.after_update(t)
             preempted = ranks.any(sigterm.requested)
             if preempted or (t % execution.state_every == 0 and t < phase.steps):
                 save_state(t)
             if preempted:
                 raise Preempted(f"{label}: SIGTERM at update {t}; state saved in {out / 'resume'}; "
                                 "rerun the phase to resume")
-            if fault == "kill":
-                os.kill(os.getpid(), signal.SIGKILL)
+            faults.after_state(t)
     finally:
         sigterm.restore()
 
@@ -235,10 +223,38 @@ def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens
     return state
 
 
-def clip_gradients(params: list[torch.Tensor], max_norm: float) -> float:
-    """Clip the global gradient norm (over all ranks' shards) to `max_norm`; return it before clipping."""
-    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-    return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+def training_step(student, teacher, optimizer: torch.optim.Optimizer, rows: Batch, objective: Objective,
+                  grad_clip: float, loss_chunk: int, world: int, normalizer: int,
+                  targets: tuple[torch.Tensor, torch.Tensor] | None = None, loss_hook=None) -> dict[str, torch.Tensor]:
+    """One update on this rank's `rows` of the global batch: `backward_step`, then `optimizer_step`.
+
+    Returns this rank's detached terms and the global gradient norm before clipping, as tensors: the
+    caller reads them (a host sync) and stops on a non-finite value; the update is already applied
+    then, but a phase that stops saves nothing, so its last good resume state stays."""
+    terms = backward_step(student, teacher, rows, objective, loss_chunk, world, normalizer, targets, loss_hook)
+    return {**terms, "grad_norm": optimizer_step(optimizer, grad_clip)}
+
+
+def backward_step(student, teacher, rows: Batch, objective: Objective, loss_chunk: int, world: int, normalizer: int,
+                  targets: tuple[torch.Tensor, torch.Tensor] | None = None, loss_hook=None) -> dict[str, torch.Tensor]:
+    """Teacher forward, student forward with the fused KD + CE (sums divided by `normalizer`, the
+    global batch's loss positions) and backward. `loss_hook` may replace the loss before backward
+    (fault injection); `targets` are the rows' `positions_and_labels`, if already computed. Returns
+    the detached terms."""
+    terms = distillation_terms(student, teacher, rows, objective, loss_chunk, normalizer=normalizer, targets=targets)
+    total = loss_hook(terms["total"]) if loss_hook else terms["total"]
+    (total * world).backward()  # FSDP averages gradients over the ranks
+    return {**{k: v.detach() for k, v in terms.items()}, "total": total.detach()}
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, grad_clip: float) -> torch.Tensor:
+    """Clip the global gradient norm (over all ranks' shards) to `grad_clip`, step, drop the
+    gradients; returns the norm before clipping."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
 
 def write_outputs(out: Path, state: dict, train_rows: list, eval_rows: list, saved_snapshots: Path,

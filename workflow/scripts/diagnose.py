@@ -28,6 +28,7 @@ with job_log(snakemake.log[0]):
         student = student_from_checkpoint(Path(snakemake.input.snapshots) / f"step{step}.safetensors",
                                           teacher_config, p.placement, p.student, p.active_blocks).to(device)
         reports.append({"run": w.run, "seed": int(w.seed), "phase": int(w.phase), "global_step": step,
-                        "placement": p.placement, **diagnose(student, batch, meta["special_ids"])})
+                        "placement": p.placement, **diagnose(student, batch, meta["special_ids"],
+                                                          chunk=snakemake.config["train"]["loss_chunk"])})
         print(f"{w.run} seed {w.seed} step {step}: diagnosed {len(reports[-1]['boundaries'])} boundaries")
     write_json(Path(snakemake.output[0]), {"checkpoints": reports})

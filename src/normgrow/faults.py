@@ -1,0 +1,52 @@
+"""Faults injected into a training phase, for the reliability tests only.
+
+`NORMGROW_FAULT=kind@N` asks for one fault at update N of every phase the process trains:
+- `nan@N`: the loss of update N is NaN (the phase must stop without touching its saved states);
+- `term@N`: the process sends itself SIGTERM after update N (preemption: save a state, exit 143);
+- `kill@N`: the process is killed with SIGKILL after update N and any state it saves there
+  (a hard crash: the next run resumes from the newest verified state).
+Without the variable nothing happens; the trainer calls the hooks at those three points.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+from dataclasses import dataclass
+
+import torch
+
+KINDS = ("nan", "term", "kill")
+
+
+@dataclass(frozen=True)
+class Faults:
+    kind: str | None = None
+    step: int = 0
+
+    @classmethod
+    def from_environment(cls) -> Faults:
+        kind, _, step = os.environ.get("NORMGROW_FAULT", "").partition("@")
+        if not kind:
+            return cls()
+        if kind not in KINDS or not step.isdigit():
+            raise ValueError(f"NORMGROW_FAULT={kind}@{step}: expected one of {', '.join(KINDS)} followed by @N")
+        return cls(kind, int(step))
+
+    def _at(self, kind: str, step: int) -> bool:
+        return self.kind == kind and self.step == step
+
+    def loss(self, step: int, total: torch.Tensor) -> torch.Tensor:
+        """The loss of update `step` as back-propagated: NaN for `nan@step`."""
+        return total * math.nan if self._at("nan", step) else total
+
+    def after_update(self, step: int) -> None:
+        """After update `step` and its evaluation: SIGTERM for `term@step`."""
+        if self._at("term", step):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def after_state(self, step: int) -> None:
+        """After update `step`'s resume state, if any, is saved: SIGKILL for `kill@step`."""
+        if self._at("kill", step):
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,279 @@
+"""A configuration's GPU jobs traced without a GPU: the trainer's own code at the config's real
+shapes, on fake tensors, over a fake world of ranks, with every allocation measured.
+
+Under `FakeTensorMode` a tensor carries only its shape, dtype and device: an 8B-parameter teacher
+costs no memory and a forward pass no arithmetic. A fake process group
+(`torch.testing._internal.distributed.fake_pg.FakeStore`) gives a world of any size whose
+collectives do nothing, so FSDP2 shards, gathers and reduces exactly as on `gpus` ranks, and
+`FSDPMemTracker` records the peak of rank 0 by category (sharded and unsharded parameters,
+gradients, optimizer state, activations, temporaries, all-gather and reduce-scatter buffers).
+
+What is traced (`trace`):
+- training: one rank of a phase with every block active and trainable (the largest phase), built as
+  `train_phase` builds it — the teacher in `teacher.dtype` from its config (no weights), the student
+  by `BlockStackStudent.from_teacher`, `shard_student` (FSDP2, `train.precision`), `build_optimizer`,
+  `train.activation_checkpointing` — then two `training_step`s (the second has optimizer state) on
+  the longest batch the config allows: batch_size / gpus documents of max_length real tokens;
+- the teacher check's forward (`causal_lm_ce_sum`, one GPU, the same rows) and the diagnostics'
+  (`diagnose`'s forward with boundary streams and its block-removal CE, the fp32 student on one GPU,
+  diag_docs × diag_max_length tokens).
+
+Two differences from a real GPU, both in what the fake device can do on a CPU-only build:
+- the fake device is the CPU: a fake CUDA tensor cannot be copied (no CUDA device guard) and FSDP2
+  needs the CUDA runtime's streams. FSDP2 runs the same Python on either (CPU stream objects are
+  no-ops), so bytes per category are the same; device placement is not checked here (the GPU tests
+  do that);
+- AdamW is traced with its per-parameter (for-loop) implementation: the fused kernel the trainer
+  uses is in-place on a GPU, but its fake-DTensor trace allocates full-size temporaries it does not
+  (~17× the optimizer state). The for-loop keeps the same state (2 fp32 moments per sharded
+  parameter) plus one parameter's temporaries, so the traced peak is an upper bound by at most a
+  few of the largest shard's size.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from normgrow.curriculum import Training
+from normgrow.data import Batch
+from normgrow.distributed import Ranks, shard_student
+from normgrow.objective import Objective
+
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The traced shapes: `gpus` ranks, `rows` documents of `tokens` tokens per rank."""
+
+    gpus: int
+    rows: int
+    tokens: int
+
+
+class PeakMemory(TorchDispatchMode):
+    """Tensors created by operations inside the context: the peak of their live bytes (each storage
+    counted once, from creation until Python frees it) and the largest one (bytes, shape, op) — a
+    (tokens × vocabulary) logits tensor shows up there."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = self.peak = 0
+        self.largest = {"gib": 0.0, "shape": [], "op": ""}
+        self._sizes: dict[int, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and not isinstance(t, DTensor):
+                self._count(t, func)
+        return out
+
+    def _count(self, t: torch.Tensor, func) -> None:
+        storage = t.untyped_storage()
+        key = storage._cdata
+        if key in self._sizes:
+            return
+        self._sizes[key] = size = storage.nbytes()
+        weakref.finalize(storage, self._free, key)
+        self.live += size
+        self.peak = max(self.peak, self.live)
+        if size / GiB > self.largest["gib"]:
+            self.largest = {"gib": size / GiB, "shape": list(t.shape), "op": str(func)}
+
+    def _free(self, key: int) -> None:
+        self.live -= self._sizes.pop(key)
+
+
+@contextmanager
+def fake_world(gpus: int):
+    """A fake process group of `gpus` ranks (this process is rank 0) and its device mesh."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if dist.is_initialized():
+        raise RuntimeError("trace needs a process of its own: a process group is already initialised")
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=gpus)
+    try:
+        yield Ranks(0, gpus, torch.device("cpu")), init_device_mesh("cpu", (gpus,))
+    finally:
+        dist.destroy_process_group()
+
+
+def fake_teacher(teacher_config, dtype: str, attn_implementation: str):
+    """The teacher as `load_teacher` builds it, from its config alone (call under FakeTensorMode)."""
+    from transformers import AutoModelForCausalLM
+
+    from normgrow.teacher import DTYPES
+
+    teacher = AutoModelForCausalLM.from_config(teacher_config, dtype=DTYPES[dtype],
+                                               attn_implementation=attn_implementation)
+    return teacher.eval().requires_grad_(False)
+
+
+def full_batch(rows: int, tokens: int, vocab_size: int) -> tuple[Batch, tuple[torch.Tensor, torch.Tensor]]:
+    """`rows` documents of `tokens` real tokens (the longest batch) and its loss targets, as real
+    tensors (made before fake mode: the targets' count is read from the data)."""
+    from normgrow.forward import positions_and_labels
+
+    generator = torch.Generator().manual_seed(0)
+    batch = Batch(torch.randint(0, vocab_size, (rows, tokens), generator=generator),
+                  torch.ones(rows, tokens, dtype=torch.long))
+    return batch, positions_and_labels(batch)
+
+
+def snapshot(tracker) -> dict[str, float]:
+    """The tracker's peak by category, in GiB, with the total."""
+    (peak,) = tracker.get_tracker_snapshot("peak").values()
+    return {getattr(k, "value", k): v / GiB for k, v in peak.items()}
+
+
+def trace_training(config: dict, teacher_config, shape: Shape) -> dict:
+    """Peak memory of rank 0 over two training updates (see the module docstring)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+    from normgrow.student import BlockStackStudent
+    from normgrow.trainer import backward_step, build_optimizer, optimizer_step, training_step
+
+    s, t = config["student"], config["train"]
+    training = Training.from_config(t)
+    rows, targets = full_batch(shape.rows, shape.tokens, teacher_config.vocab_size)
+    normalizer = len(targets[1]) * shape.gpus  # the global batch: every rank holds rows like these
+    largest = PeakMemory()
+    start = time.time()
+    with fake_world(shape.gpus) as (ranks, mesh), FakeTensorMode(allow_non_fake_inputs=True):
+        teacher = fake_teacher(teacher_config, config["teacher"]["dtype"], s["attn_implementation"])
+        student = BlockStackStudent.from_teacher(teacher, "pre", s["blocks"], s["layers_per_block"], 0,
+                                                 s["attn_implementation"])
+        student.activation_checkpointing = t["activation_checkpointing"]
+        student.set_trainable(list(range(s["blocks"])))
+        student.train()
+        shard_student(student, ranks, training.precision, mesh)
+        optimizer = build_optimizer(student, training)
+        objective = Objective(**config["objective"])
+        # update 1, untracked: FSDP's lazy initialisation and AdamW's state
+        training_step(student, teacher, optimizer, rows, objective, training.grad_clip, t["loss_chunk"],
+                      ranks.world, normalizer, targets=targets)
+        tracker = FSDPMemTracker(student, optimizer)
+        tracker.track_external(teacher)
+        with tracker, largest:  # update 2: forward and backward with the optimizer state in memory
+            backward_step(student, teacher, rows, objective, t["loss_chunk"], ranks.world, normalizer, targets)
+        peak = snapshot(tracker)
+        optimizer_step(optimizer, training.grad_clip)  # in place: no memory beyond the state (see above)
+        teacher_gib = module_gib(teacher)
+    return {"peak_gib": peak, "teacher_gib": teacher_gib, "largest_tensor": largest.largest,
+            "seconds": time.time() - start}
+
+
+def trace_one_gpu(config: dict, teacher_config, rows: int) -> dict:
+    """Peak memory of the teacher check's forward (`rows` documents of max_length tokens) and of the
+    diagnostics' forward (diag_docs × diag_max_length, the fp32 student), each on one device."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from normgrow.diagnostics import next_token_ce
+    from normgrow.evaluate import causal_lm_ce_sum
+    from normgrow.student import BlockStackStudent
+
+    s, d = config["student"], config["data"]
+    check_batch, check_targets = full_batch(rows, d["max_length"], teacher_config.vocab_size)
+    diag_batch, diag_targets = full_batch(d["diag_docs"], d["diag_max_length"] or d["max_length"],
+                                          teacher_config.vocab_size)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        teacher = fake_teacher(teacher_config, config["teacher"]["dtype"], s["attn_implementation"])
+        with PeakMemory() as check, torch.inference_mode():
+            causal_lm_ce_sum(teacher, check_batch, check_targets, config["train"]["loss_chunk"])
+        student = BlockStackStudent.from_teacher(teacher, "pre", s["blocks"], s["layers_per_block"], 0,
+                                                 s["attn_implementation"])
+        with PeakMemory() as diagnostics, torch.inference_mode():
+            student.eval()
+            streams: list[torch.Tensor] = []
+            student(diag_batch.input_ids, diag_batch.attention_mask, boundaries=streams)
+            next_token_ce(student, diag_batch, 0, diag_targets, config["train"]["loss_chunk"])
+        return {"teacher check": {"weights": module_gib(teacher), "working set": check.peak / GiB,
+                                  "largest tensor": check.largest},
+                "diagnostics": {"weights": module_gib(student), "working set": diagnostics.peak / GiB,
+                                "largest tensor": diagnostics.largest}}
+
+
+def module_gib(module: torch.nn.Module) -> float:
+    return sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()]) / GiB
+
+
+def trace(config: dict, teacher_config, gpus: int, gpu_gb: float, rows: int | None = None,
+          search: bool = True) -> dict:
+    """The training trace at `rows` documents per rank (default: the config's batch_size / gpus),
+    the one-GPU traces, the plan beside them, and (with `search`) the largest per-rank batch whose
+    traced peak fits in 90% of `gpu_gb` GB (the plan's margin: the CUDA context, NCCL's buffers
+    and allocator fragmentation are not traced)."""
+    from normgrow.plan import plan
+
+    tokens = config["data"]["max_length"]
+    rows = rows or max(1, config["train"]["batch_size"] // gpus)
+    budget = 0.9 * gpu_gb * 1e9 / GiB
+
+    def training_gib(r: int) -> float:
+        result = trace_training(config, teacher_config, Shape(gpus, r, tokens))
+        return result["peak_gib"]["Total"] + result["teacher_gib"]
+
+    start = time.time()
+    training = trace_training(config, teacher_config, Shape(gpus, rows, tokens))
+    total = training["peak_gib"]["Total"] + training["teacher_gib"]
+    one_gpu = trace_one_gpu(config, teacher_config, rows)
+    result = {"gpus": gpus, "gpu_gb": gpu_gb, "rows": rows, "tokens": tokens, "training": training,
+              "training_total_gib": total, "one_gpu": one_gpu,
+              "plan_gb": plan({**config, "train": {**config["train"], "batch_size": rows * gpus}}, teacher_config,
+                              gpus, gpu_gb)["total_gb"],
+              "fits": total <= budget and all(j["weights"] + j["working set"] <= budget for j in one_gpu.values())}
+    if search:
+        result["largest_rows"] = largest_fitting(training_gib, budget, rows, total)
+    result["seconds"] = time.time() - start
+    return result
+
+
+def largest_fitting(peak_gib, budget_gib: float, rows: int, peak_at_rows: float) -> int:
+    """The largest per-rank row count r with peak_gib(r) ≤ budget_gib (0 if even 1 row does not
+    fit): doubling from `rows`, then bisection; the peak grows with r."""
+    low, high = (rows, None) if peak_at_rows <= budget_gib else (0, rows)
+    while high is None:
+        if peak_gib(2 * low) <= budget_gib:
+            low *= 2
+        else:
+            high = 2 * low
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if peak_gib(mid) <= budget_gib else (low, mid)
+    return low
+
+
+def format_trace(t: dict) -> str:
+    training, gib = t["training"], t["training_total_gib"]
+    lines = [f"training step traced on fake {t['gpus']} × {t['gpu_gb']:g} GB, {t['rows']} documents × "
+             f"{t['tokens']:,} tokens per rank; peak of rank 0 by category (GiB):"]
+    lines += [f"  {name:28} {value:8.2f}" for name, value in training["peak_gib"].items()
+              if name != "Total" and value >= 0.005]
+    lines += [f"  {'teacher weights (replicated)':28} {training['teacher_gib']:8.2f}",
+              f"  {'total':28} {gib:8.2f} GiB = {gib * GiB / 1e9:.1f} GB   (plan: {t['plan_gb']:.1f} GB, "
+              f"{(gib * GiB / 1e9) / t['plan_gb'] - 1:+.0%})",
+              f"  largest tensor: {training['largest_tensor']['gib']:.2f} GiB {training['largest_tensor']['shape']} "
+              f"({training['largest_tensor']['op']})"]
+    for name, job in t["one_gpu"].items():
+        largest = job["largest tensor"]
+        lines.append(f"{name} (one GPU): weights {job['weights']:.2f} GiB + working set {job['working set']:.2f} GiB "
+                     f"= {job['weights'] + job['working set']:.2f} GiB; largest tensor {largest['gib']:.2f} GiB "
+                     f"{largest['shape']}")
+    verdict = "fits" if t["fits"] else "does NOT fit"
+    lines.append(f"→ {verdict} in 90% of {t['gpu_gb']:g} GB ({0.9 * t['gpu_gb']:.0f} GB)")
+    if "largest_rows" in t:
+        lines.append(f"largest per-rank batch that fits: {t['largest_rows']} documents × {t['tokens']:,} tokens "
+                     f"(train.batch_size ≤ {t['largest_rows'] * t['gpus']} on {t['gpus']} GPUs)")
+    lines.append(f"traced in {t['seconds']:.0f} s")
+    return "\n".join(lines)

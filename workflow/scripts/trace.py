@@ -1,0 +1,20 @@
+"""The memory trace of the configuration's GPU jobs (normgrow.trace); the job fails if they do not fit."""
+
+import json
+from pathlib import Path
+
+from transformers import AutoConfig
+
+from normgrow.config import training_ranks
+from normgrow.logs import job_log
+from normgrow.trace import format_trace, trace
+
+with job_log(snakemake.log[0]):
+    config = snakemake.config
+    result = trace(config, AutoConfig.from_pretrained(snakemake.params.teacher), max(1, training_ranks(config)),
+                   config["resources"]["train"]["gpu_gb"])
+    print(format_trace(result))
+    if not result["fits"]:
+        raise SystemExit(f"the traced peak exceeds 90% of resources.train.gpu_gb ({result['gpu_gb']:g} GB): "
+                         "lower train.batch_size or data.max_length, or use more GPUs")
+    Path(snakemake.output[0]).write_text(json.dumps(result, indent=2) + "\n")
