@@ -432,3 +432,18 @@ def test_read_texts_reads_the_corpus_rule_format(tmp_path):
     texts = ["a", "line\nbreak", "ünï"]
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     assert list(data.read_texts(Path(path))) == texts
+
+
+def test_boundary_token_that_is_also_the_unk_token():
+    """A Llama-family style tokenizer whose `<|endoftext|>` (id 0) is also its unk token: the token is
+    in the vocabulary, and its id is found (an unk-id comparison took it for missing)."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<|endoftext|>": 0, "a": 1, "b": 2}
+    fast = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>")),
+                                   unk_token="<|endoftext|>")
+    assert fast.unk_token_id == 0
+    assert boundary_id(fast, "<|endoftext|>") == 0
+    with pytest.raises(ValueError, match="not in the tokenizer's vocabulary"):
+        boundary_id(fast, "</s>")

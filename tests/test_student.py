@@ -15,11 +15,11 @@ from normgrow.curriculum import Training
 from normgrow.data import collate
 from normgrow.forward import causal_lm_logits, positions_and_labels
 from normgrow.objective import Objective
-from normgrow.placement import PLACEMENTS, PostNormLayer, PreNormLayer, layer_class
+from normgrow.placement import PLACEMENTS, PostNormLayer, PreNormLayer, layer_classes
 from normgrow.student import BlockStackStudent, count_parameters
 from normgrow.trainer import build_optimizer
 
-PLACEMENT_NAMES = ["pre", "post"]
+PLACEMENT_NAMES = ["pre", "post", "sandwich", "deepnorm", "hybridnorm", "mix-ln", "mix-ln@2"]
 TRAIN = Training(batch_size=2, lr=1e-2, min_lr=1e-4, warmup_fraction=0.0, betas=(0.9, 0.95), eps=1e-8,
                  weight_decay=0.0, grad_clip=0.5, eval_every=1, precision="fp32")
 
@@ -40,7 +40,11 @@ def reference_attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Ten
     d = attn.head_dim
     q = attn.q_proj(x).view(batch, length, -1, d)
     k = attn.k_proj(x).view(batch, length, -1, d)
-    v = attn.v_proj(x).view(batch, length, -1, d).transpose(1, 2)
+    if hasattr(attn.v_proj, "head_norm"):  # HybridNorm's value norm
+        v = rms_norm(attn.v_proj.linear(x).view(batch, length, -1, d), attn.v_proj.head_norm.weight, eps)
+    else:
+        v = attn.v_proj(x).view(batch, length, -1, d)
+    v = v.transpose(1, 2)
     q = rms_norm(q, attn.q_norm.weight, eps).transpose(1, 2)
     k = rms_norm(k, attn.k_norm.weight, eps).transpose(1, 2)
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
@@ -60,29 +64,54 @@ def reference_mlp(mlp, x: torch.Tensor) -> torch.Tensor:
     return mlp.down_proj(F.silu(mlp.gate_proj(x)) * mlp.up_proj(x))
 
 
+def reference_layer(placement: str, layer, h, cos, sin, eps: float, block: int, depth: int) -> torch.Tensor:
+    """One layer of `placement` (the equations of normgrow.placement's docstring)."""
+    def attn(x):
+        return reference_attention(layer.self_attn, x, cos, sin, eps)
+
+    def norm(x, name):
+        return rms_norm(x, getattr(layer, name).weight, eps)
+
+    if placement.startswith("mix-ln"):  # post layers in the first B blocks (default 1), pre after
+        post_blocks = int(placement.partition("@")[2] or 1)
+        placement = "post" if block < post_blocks else "pre"
+    if placement == "pre":
+        h = h + attn(norm(h, "attn_layernorm"))
+        return h + reference_mlp(layer.mlp, norm(h, "mlp_layernorm"))
+    if placement == "post":
+        h = norm(h + attn(h), "attn_layernorm")
+        return norm(h + reference_mlp(layer.mlp, h), "mlp_layernorm")
+    if placement == "sandwich":
+        h = h + norm(attn(norm(h, "attn_layernorm")), "attn_out_layernorm")
+        return h + norm(reference_mlp(layer.mlp, norm(h, "mlp_layernorm")), "mlp_out_layernorm")
+    if placement == "deepnorm":
+        alpha = (2 * depth) ** 0.25
+        h = norm(alpha * h + attn(h), "attn_layernorm")
+        return norm(alpha * h + reference_mlp(layer.mlp, h), "mlp_layernorm")
+    assert placement == "hybridnorm"
+    h = norm(h + attn(h), "mlp_layernorm")
+    return h + reference_mlp(layer.mlp, h)
+
+
+ENTRY = {"post", "deepnorm"}  # placements whose boundary norm follows the embedding; the rest: final
+
+
 def reference_forward(student: BlockStackStudent, input_ids: torch.Tensor, active: int,
                       skip: int | None = None) -> torch.Tensor:
-    """SPEC §1's equations for an unpadded batch."""
+    """SPEC §1's equations (and the other placements') for an unpadded batch."""
     eps = student.config.rms_norm_eps
     position_ids = torch.arange(input_ids.shape[1]).unsqueeze(0)
     h = student.embed_tokens.weight[input_ids]
     cos, sin = student.rotary_emb(h, position_ids)
-    if student.placement == "post":
+    depth = student.num_blocks * student.layers_per_block
+    if student.placement in ENTRY:
         h = rms_norm(h, student.boundary_norm.weight, eps)  # N_entry
     for b in range(active):
         if b == skip:
             continue
         for layer in student.blocks[b]:
-            n_a, n_m = layer.attn_layernorm.weight, layer.mlp_layernorm.weight
-            if student.placement == "pre":
-                h = h + reference_attention(layer.self_attn, rms_norm(h, n_a, eps), cos, sin, eps)
-                h = h + reference_mlp(layer.mlp, rms_norm(h, n_m, eps))
-            else:
-                u = h + reference_attention(layer.self_attn, h, cos, sin, eps)
-                h = rms_norm(u, n_a, eps)
-                v = h + reference_mlp(layer.mlp, h)
-                h = rms_norm(v, n_m, eps)
-    if student.placement == "pre":
+            h = reference_layer(student.placement, layer, h, cos, sin, eps, b, depth)
+    if student.placement not in ENTRY:
         h = rms_norm(h, student.boundary_norm.weight, eps)  # N_final
     return h
 
@@ -118,9 +147,9 @@ def test_forward_matches_reference_equations(teacher, placement, active):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("placement", PLACEMENT_NAMES)
+@pytest.mark.parametrize("placement", [p for p in PLACEMENT_NAMES if p != "hybridnorm"])  # it has no N_a
 def test_forward_is_not_the_other_placement(teacher, placement):
-    """The reference check above is not vacuous: the two placements give different outputs."""
+    """The reference check above is not vacuous: two placements give different outputs."""
     student = make_student(teacher, placement)
     perturb_(student)
     other = "post" if placement == "pre" else "pre"
@@ -130,6 +159,39 @@ def test_forward_is_not_the_other_placement(teacher, placement):
         student.placement = other
         wrong = reference_forward(student, ids, 2)
     assert not torch.allclose(got, wrong, atol=1e-3)
+
+
+def test_hybridnorm_value_norm_is_applied(teacher):
+    student = make_student(teacher, "hybridnorm")
+    perturb_(student)
+    ids = random_ids(2, 9)
+    with torch.no_grad():
+        got = student(ids, torch.ones_like(ids))
+        for block in student.blocks:
+            block[0].self_attn.v_proj.head_norm.weight.fill_(1.0)
+        assert not torch.allclose(got, student(ids, torch.ones_like(ids)), atol=1e-3)
+
+
+def test_placements_are_paired_initialised(teacher):
+    """One seed, identical weights wherever the parameters coincide (DeepNorm's prescribed ×β on the
+    value, output and MLP projections), norms 1, and DeepNorm's α, β for N = K·L layers."""
+    pre = dict(make_student(teacher, "pre", 3, 2).named_parameters())
+    for placement in PLACEMENT_NAMES[1:]:
+        student = make_student(teacher, placement, 3, 2)
+        shared = 0
+        for name, param in student.named_parameters():
+            base = name.replace("v_proj.linear.", "v_proj.")
+            if name.endswith("norm.weight"):
+                assert torch.equal(param, torch.ones_like(param)) or name == "boundary_norm.weight", name
+            elif base in pre:
+                scale = 1.0
+                if placement == "deepnorm" and any(k in name for k in ("v_proj", "o_proj", "mlp.")):
+                    scale = (8 * 6) ** -0.25
+                torch.testing.assert_close(param, pre[base] * scale, rtol=0, atol=0, msg=name)
+                shared += 1
+        assert shared == len([n for n in pre if not n.endswith("norm.weight")]), placement
+    deep = make_student(teacher, "deepnorm", 3, 2).blocks[0][0]
+    assert deep.alpha == 12 ** 0.25 and deep.beta == 48 ** -0.25
 
 
 @pytest.mark.parametrize("placement", PLACEMENT_NAMES)
@@ -150,16 +212,19 @@ def test_two_layers_per_block_and_skip_block(teacher, placement):
 
 
 def test_layer_classes_and_boundary(teacher):
-    assert set(PLACEMENTS) == {"pre", "post"}
-    assert layer_class("pre") is PreNormLayer and layer_class("post") is PostNormLayer
-    assert make_student(teacher, "pre").boundary == "final"
-    assert make_student(teacher, "post").boundary == "entry"
+    assert set(PLACEMENTS) == {"pre", "post", "sandwich", "deepnorm", "hybridnorm", "mix-ln"}
+    assert layer_classes("pre", 2) == [PreNormLayer] * 2 and layer_classes("post", 1) == [PostNormLayer]
+    assert layer_classes("mix-ln", 3) == [PostNormLayer, PreNormLayer, PreNormLayer]
+    assert layer_classes("mix-ln@2", 3) == [PostNormLayer, PostNormLayer, PreNormLayer]
+    for placement in PLACEMENT_NAMES:
+        expected = "entry" if placement in ENTRY else "final"
+        assert make_student(teacher, placement).boundary == expected, placement
 
 
 def test_unknown_placement_raises(teacher):
     with pytest.raises(ValueError, match="registered placements") as info:
-        BlockStackStudent.from_teacher(teacher, "sandwich", 2, 1, seed=0)
-    assert "sandwich" in str(info.value)
+        BlockStackStudent.from_teacher(teacher, "peri-norm", 2, 1, seed=0)
+    assert "peri-norm" in str(info.value)
     for name in PLACEMENTS:
         assert name in str(info.value)
 

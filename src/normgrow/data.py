@@ -125,10 +125,13 @@ def train_tokenizer(texts: list[str], vocab_size: int, boundary_token: str):
 
 
 def boundary_id(tokenizer, boundary_token: str) -> int:
-    token_id = tokenizer.convert_tokens_to_ids(boundary_token)
-    if token_id is None or token_id == tokenizer.unk_token_id:
+    """The id of `boundary_token`, looked up in the vocabulary itself (added tokens included): a
+    token whose id is also the tokenizer's unk id (e.g. `<|endoftext|>` = 0 in some Llama-family
+    tokenizers) is in the vocabulary all the same."""
+    vocabulary = tokenizer.get_vocab()
+    if boundary_token not in vocabulary:
         raise ValueError(f"data.boundary_token {boundary_token!r} is not in the tokenizer's vocabulary")
-    return token_id
+    return vocabulary[boundary_token]
 
 
 def tokenize_documents(tokenizer, texts: list[str], boundary: int, max_length: int) -> tuple[list[list[int]], int]:

@@ -1,17 +1,28 @@
 """Normalization placements: the one thing that differs between the compared students.
 
-Both layers hold the same four sub-modules as a `transformers` Qwen3 decoder layer (attention with
-q/k RMSNorm, RoPE and GQA; SwiGLU MLP; two RMSNorms), under the same parameter names, so that a
-single seed initialises pre- and post-norm layers to identical weights. Only the data flow differs:
+Every placement's layer holds the sub-modules of a `transformers` Qwen3 decoder layer (attention
+with q/k RMSNorm, RoPE and GQA; SwiGLU MLP; RMSNorms) under the same parameter names, and adds its
+own norms under names ending in `norm.weight`; so one seed initialises every placement to identical
+weights wherever the parameters coincide (norms start at 1 and draw nothing: normgrow.student).
+Only the data flow differs (N_* are RMSNorms; Attn and MLP the Qwen3 sub-layers):
 
-    pre:  h = h + Attn(N_a(h));  h = h + MLP(N_m(h))
-    post: u = h + Attn(h);  h = N_a(u);  v = h + MLP(h);  h = N_m(v)
+    pre       h = h + Attn(N_a(h));  h = h + MLP(N_m(h))                                   [final]
+    post      h = N_a(h + Attn(h));  h = N_m(h + MLP(h))                                   [entry]
+    sandwich  h = h + N_ao(Attn(N_a(h)));  h = h + N_mo(MLP(N_m(h)))                       [final]
+    deepnorm  h = N_a(α·h + Attn(h));  h = N_m(α·h + MLP(h));  α = (2N)^¼                 [entry]
+    mix-ln    post layers in the first `post_blocks` blocks (name `mix-ln@B`, default 1), pre
+              layers after them                                                           [final]
+    hybridnorm  u = h + Attn_qkv(h);  h = N_m(u);  h = h + MLP(h)                         [final]
 
-The model-boundary norm (one per student) also depends on the placement: pre-norm applies
-`N_final` after the last active layer, post-norm applies `N_entry` to the embedding output.
+The bracket is the model-boundary norm (one per student): `final` applies N_final after the last
+active layer (pre-norm's interface), `entry` applies N_entry to the embedding output (post-norm's:
+its layers normalise their outputs, but the first receives the raw embedding). Each placement takes
+what its paper prescribes; see each class. N is the student's total decoder layers (K·L).
 """
 
 from __future__ import annotations
+
+import re
 
 import torch
 from torch import nn
@@ -23,7 +34,7 @@ class _Layer(nn.Module):
 
     boundary: str  # "final" (after the last active layer) or "entry" (after the embedding)
 
-    def __init__(self, config, layer_idx: int):
+    def __init__(self, config, layer_idx: int, depth: int):
         super().__init__()
         self.self_attn = Qwen3Attention(config, layer_idx)
         self.mlp = Qwen3MLP(config)
@@ -33,9 +44,12 @@ class _Layer(nn.Module):
     def attend(self, x: torch.Tensor, position_embeddings, attention_mask) -> torch.Tensor:
         return self.self_attn(x, position_embeddings, attention_mask)[0]
 
+    def scale_init_(self) -> None:
+        """Rescale the freshly drawn weights as the placement's paper prescribes (default: none)."""
+
 
 class PreNormLayer(_Layer):
-    """h = h + Attn(N_a(h)); h = h + MLP(N_m(h))."""
+    """h = h + Attn(N_a(h)); h = h + MLP(N_m(h)). Boundary: N_final."""
 
     boundary = "final"
 
@@ -45,7 +59,7 @@ class PreNormLayer(_Layer):
 
 
 class PostNormLayer(_Layer):
-    """u = h + Attn(h); h = N_a(u); v = h + MLP(h); h = N_m(v)."""
+    """u = h + Attn(h); h = N_a(u); v = h + MLP(h); h = N_m(v). Boundary: N_entry."""
 
     boundary = "entry"
 
@@ -54,14 +68,101 @@ class PostNormLayer(_Layer):
         return self.mlp_layernorm(h + self.mlp(h))
 
 
-PLACEMENTS: dict[str, type[_Layer]] = {"pre": PreNormLayer, "post": PostNormLayer}
+class SandwichLayer(_Layer):
+    """Sandwich / peri-LN: a norm on each sub-layer's input and on its output before the residual
+    add (Gemma 2/3's post_attention/post_feedforward norms; peri-LN):
+    h = h + N_ao(Attn(N_a(h))); h = h + N_mo(MLP(N_m(h))). Two more RMSNorms per layer than pre/post.
+    Boundary: N_final, as in those models."""
+
+    boundary = "final"
+
+    def __init__(self, config, layer_idx: int, depth: int):
+        super().__init__(config, layer_idx, depth)
+        self.attn_out_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.mlp_out_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(self, h, position_embeddings, attention_mask):
+        h = h + self.attn_out_layernorm(self.attend(self.attn_layernorm(h), position_embeddings, attention_mask))
+        return h + self.mlp_out_layernorm(self.mlp(self.mlp_layernorm(h)))
 
 
-def layer_class(placement: str) -> type[_Layer]:
-    """The layer class registered for `placement`, with a clear error for unknown names."""
-    try:
-        return PLACEMENTS[placement]
-    except KeyError:
-        raise ValueError(
-            f"unknown placement {placement!r}; registered placements: {sorted(PLACEMENTS)}"
-        ) from None
+class DeepNormLayer(_Layer):
+    """DeepNorm (Wang et al., DeepNet 2022), post-norm with an up-weighted residual:
+    h = N_a(α·h + Attn(h)); h = N_m(α·h + MLP(h)), and the value, output and MLP projections
+    initialised ×β; for a decoder-only stack of N layers α = (2N)^¼, β = (8N)^-¼ (N = K·L, the full
+    student, so every phase of a run has the same layers). Boundary: N_entry, as post-norm."""
+
+    boundary = "entry"
+
+    def __init__(self, config, layer_idx: int, depth: int):
+        super().__init__(config, layer_idx, depth)
+        self.alpha = (2 * depth) ** 0.25
+        self.beta = (8 * depth) ** -0.25
+
+    def forward(self, h, position_embeddings, attention_mask):
+        h = self.attn_layernorm(self.alpha * h + self.attend(h, position_embeddings, attention_mask))
+        return self.mlp_layernorm(self.alpha * h + self.mlp(h))
+
+    @torch.no_grad()
+    def scale_init_(self) -> None:
+        for linear in (self.self_attn.v_proj, self.self_attn.o_proj, self.mlp.gate_proj, self.mlp.up_proj,
+                       self.mlp.down_proj):
+            linear.weight.mul_(self.beta)
+
+
+class _NormedHeads(nn.Module):
+    """A projection followed by an RMSNorm over each head's dimensions (as Qwen3 does for q and k)."""
+
+    def __init__(self, linear: nn.Linear, head_dim: int, eps: float):
+        super().__init__()
+        self.linear = linear
+        self.head_norm = Qwen3RMSNorm(head_dim, eps=eps)
+        self.head_dim = head_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return self.head_norm(y.view(*y.shape[:-1], -1, self.head_dim)).view(y.shape)
+
+
+class HybridNormLayer(_Layer):
+    """HybridNorm (Zhuo et al. 2025): QKV normalisation inside attention — RMSNorm on every head's
+    queries, keys (Qwen3's q/k norms) and values (one more per-head norm) — and post-norm around the
+    FFN's input: u = h + Attn_qkv(h); h = N_m(u); h = h + MLP(h). It has no attention-input norm: one
+    RMSNorm of H weights per layer instead of pre/post's two, plus a per-head value norm (head_dim
+    weights). Boundary: N_final (its output is not normalised)."""
+
+    boundary = "final"
+
+    def __init__(self, config, layer_idx: int, depth: int):
+        super().__init__(config, layer_idx, depth)
+        self.self_attn.v_proj = _NormedHeads(self.self_attn.v_proj, self.self_attn.head_dim, config.rms_norm_eps)
+        del self.attn_layernorm
+
+    def forward(self, h, position_embeddings, attention_mask):
+        h = self.mlp_layernorm(h + self.attend(h, position_embeddings, attention_mask))
+        return h + self.mlp(h)
+
+
+LAYERS: dict[str, type[_Layer]] = {"pre": PreNormLayer, "post": PostNormLayer, "sandwich": SandwichLayer,
+                                   "deepnorm": DeepNormLayer, "hybridnorm": HybridNormLayer}
+MIX = re.compile(r"mix-ln(?:@(\d+))?")
+PLACEMENTS = (*LAYERS, "mix-ln")  # the registered names; mix-ln also as mix-ln@B
+PATTERN = "^(" + "|".join(LAYERS) + r"|mix-ln(@[1-9][0-9]*)?)$"  # the config schema's
+
+
+def layer_classes(placement: str, blocks: int) -> list[type[_Layer]]:
+    """The layer class of each of `blocks` blocks under `placement`, with a clear error for
+    unknown names."""
+    if placement in LAYERS:
+        return [LAYERS[placement]] * blocks
+    mix = MIX.fullmatch(placement)
+    if mix:  # Mix-LN (Li et al. 2024): post-norm in the first blocks, pre-norm after them
+        post_blocks = int(mix.group(1) or 1)
+        return [PostNormLayer if b < post_blocks else PreNormLayer for b in range(blocks)]
+    raise ValueError(f"unknown placement {placement!r}; registered placements: {', '.join(PLACEMENTS)} "
+                     "(mix-ln@B: post-norm in the first B blocks)")
+
+
+def boundary(placement: str) -> str:
+    """The model-boundary norm of `placement`: "final" or "entry" (Mix-LN ends in pre layers: final)."""
+    return LAYERS[placement].boundary if placement in LAYERS else "final"

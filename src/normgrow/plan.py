@@ -16,12 +16,12 @@ SwiGLU MLP, two layer norms). Memory is an estimate per GPU for FSDP2 over `gpus
   - the fused KD + CE, in the student's forward: the saved layer inputs (below), three (N × H)
     hidden-state tensors at the N loss positions (student, its gradient, teacher), 6 fp32 tensors of
     chunk × V and the LM head's fp32 gradient accumulator (V × H × 4 B), instead of (N × V) logits;
-  - backward: the saved layer inputs, the head's gradient (C × V × H) and one layer's backward
-    working set, C × tokens × (18·H + 6·I): the recomputed layer's inputs of every projection and
-    norm, RMSNorm's fp32 intermediates, SwiGLU's gate/up/product and their gradients. With
-    activation checkpointing (`train.activation_checkpointing`) the saved inputs are C × tokens × H
-    per layer; without, every layer keeps C × tokens × (16·H + 5·I) (its inputs of every projection
-    and norm, RMSNorm's fp32 intermediates, attention's outputs, SwiGLU's gate/up/product).
+  - backward: the saved activations and the head's gradient (C × V × H). With activation
+    checkpointing (`train.activation_checkpointing`) the saved layer inputs are C × tokens × H per
+    layer, plus one recomputed layer's backward working set, C × tokens × (18·H + 6·I): its inputs of
+    every projection and norm, RMSNorm's fp32 intermediates, SwiGLU's gate/up/product and their
+    gradients. Without, every layer keeps C × tokens × (16·H + 5·I) (the same, less the gradients),
+    and backward's temporaries stay within what it frees.
 The coefficients were measured by the memory trace (normgrow.trace): `python -m normgrow.cli trace
 config.yaml configs/paper.yaml` prints the plan beside the traced peak; docs/cluster.md has the
 comparison at several shapes.
@@ -68,10 +68,10 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
     h, i, v = teacher_config.hidden_size, teacher_config.intermediate_size, teacher_config.vocab_size
     tokens = max(1, t["batch_size"] // gpus) * config["data"]["max_length"]
     positions = tokens  # an upper bound: every position but each document's last
-    if activation_checkpointing:
-        saved = compute * tokens * h * layers
-    else:
-        saved = compute * tokens * (16 * h + 5 * i) * layers
+    if activation_checkpointing:  # layer inputs saved; backward recomputes one layer at a time
+        saved, recomputed = compute * tokens * h * layers, compute * tokens * (18 * h + 6 * i)
+    else:  # every layer's activations saved; backward's temporaries stay within them
+        saved, recomputed = compute * tokens * (16 * h + 5 * i) * layers, 0
     chunk = min(t["loss_chunk"], positions)
     # one fp32 process keeps the plain module: nothing is gathered (normgrow.distributed.shard_student)
     gathered = 0 if gpus == 1 and compute == 4 else compute * (counts["embedding"] + counts["head"] + h
@@ -79,7 +79,7 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
     stages = {
         "teacher forward (one layer, inference)": teacher_bytes * tokens * (3 * i + 4 * h),
         "KD + CE (saved inputs, fused loss)": saved + 3 * compute * positions * h + 6 * 4 * chunk * v + 4 * v * h,
-        "backward (saved inputs, one layer)": saved + compute * v * h + compute * tokens * (18 * h + 6 * i),
+        "backward (saved inputs, one layer)": saved + compute * v * h + recomputed,
     }
     largest = max(stages, key=stages.get)
     memory = {
@@ -87,7 +87,7 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
         "student embedding (fp32, sharded)": 4 * counts["embedding"] / gpus,
         f"gathered {t['precision']} weights (root unit, 2 layers)": gathered,
         f"teacher ({config['teacher']['dtype']}, replicated)": teacher_bytes * teacher_parameters(teacher_config),
-        f"largest stage: {largest}": stages[largest],
+        "largest stage of the step (below)": stages[largest],
     }
     total = sum(memory.values())
     return {"parameters": {**counts, "teacher": teacher_parameters(teacher_config)},
@@ -105,6 +105,9 @@ def format_plan(p: dict) -> str:
              f"{counts['embedding'] / 1e9:.2f}B), teacher {counts['teacher'] / 1e9:.2f}B",
              f"per GPU ({p['gpus']} × {p['gpu_gb']:g} GB), micro-batch {p['micro_batch_tokens']:,} tokens:"]
     lines += [f"  {name:44} {gb:8.1f} GB" for name, gb in p["memory_gb"].items()]
+    largest = max(p["stages_gb"].values())
+    lines += [f"    {name:42} {gb:8.1f} GB" + ("  ← largest" if gb == largest else "")
+              for name, gb in p["stages_gb"].items()]
     lines += [f"  {'total':44} {p['total_gb']:8.1f} GB  → {'fits' if p['fits'] else 'does NOT fit'} "
               f"(≤ 90% of {p['gpu_gb']:g} GB)",
               f"  (full fp32 logits of one micro-batch would be {p['naive_logits_gb']:.1f} GB)",

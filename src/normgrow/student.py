@@ -15,7 +15,7 @@ from transformers import Qwen3Config
 from transformers.masking_utils import create_causal_mask
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm, Qwen3RotaryEmbedding
 
-from normgrow.placement import layer_class
+from normgrow.placement import boundary, layer_classes
 
 
 def student_config(teacher_config, num_layers: int, attn_implementation: str = "sdpa") -> Qwen3Config:
@@ -65,12 +65,13 @@ class BlockStackStudent(nn.Module):
         self.layers_per_block = layers_per_block
         self.active_blocks = num_blocks
         self.activation_checkpointing = False
-        layer = layer_class(placement)
-        self.boundary = layer.boundary
+        classes = layer_classes(placement, num_blocks)
+        self.boundary = boundary(placement)
+        depth = num_blocks * layers_per_block
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.embed_tokens.weight.requires_grad_(False)
         self.blocks = nn.ModuleList(
-            nn.ModuleList(layer(config, b * layers_per_block + i) for i in range(layers_per_block))
+            nn.ModuleList(classes[b](config, b * layers_per_block + i, depth) for i in range(layers_per_block))
             for b in range(num_blocks)
         )
         self.boundary_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
@@ -94,6 +95,9 @@ class BlockStackStudent(nn.Module):
     def init_blocks(self, seed: int) -> None:
         generator = torch.Generator().manual_seed(seed)
         init_qwen3_(self.blocks, self.config.initializer_range, generator)
+        for block in self.blocks:
+            for layer in block:
+                layer.scale_init_()
 
     def set_trainable(self, blocks: list[int]) -> None:
         """Train the given blocks, the boundary norm and the head; the embedding stays frozen."""
