@@ -53,3 +53,63 @@ def test_report_renders_in_chromium(ci_workdir, tmp_path):
     assert images and broken, dom[-2000:]
     assert int(images.group(1)) == len(FIGURES)
     assert int(broken.group(1)) == 0
+
+
+@pytest.mark.slow
+def test_renaming_every_run_changes_no_table_or_verdict(ci_workdir, tmp_path):
+    """Tables, claims and figures find runs by role (normgrow.roles): the CI run's results rebuilt
+    under other run names give byte-identical tables and the same claim verdicts."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+    from conftest import REPO
+
+    from normgrow.cli import read_configs
+    from normgrow.config import science_config
+    from normgrow.report import build_paper
+
+    config = science_config(read_configs([REPO / "config.yaml", REPO / "configs" / "ci.yaml"]))
+    results = ci_workdir / "results"
+    names = {run: f"x{i}-{run[::-1]}" for i, run in enumerate(config["runs"])}
+
+    def build(out: Path, rename: dict) -> Path:
+        renamed = json.loads(json.dumps(config))
+        renamed["runs"] = {rename.get(run, run): spec for run, spec in config["runs"].items()}
+        renamed["diagnostics"]["runs"] = [rename.get(run, run) for run in config["diagnostics"]["runs"]]
+        if renamed.get("build"):
+            renamed["build"] = [rename.get(run, run) for run in renamed["build"]]
+        metrics = {}
+        for name in ("evals", "phases", "transitions", "boundary_rms", "block_removal"):
+            frame = pd.read_csv(results / "metrics" / f"{name}.csv")
+            if "run" in frame:
+                frame["run"] = frame["run"].map(lambda run: rename.get(run, run))
+            metrics[name] = out / f"{name}.csv"
+            frame.to_csv(metrics[name], index=False)
+        diagnostics = []
+        for path in sorted((results / "diagnostics").rglob("*.json")):
+            report = json.loads(path.read_text())
+            for checkpoint in report["checkpoints"]:
+                checkpoint["run"] = rename.get(checkpoint["run"], checkpoint["run"])
+            diagnostics.append(out / f"diag{len(diagnostics)}.json")
+            diagnostics[-1].write_text(json.dumps(report))
+        build_paper(out / "paper", metrics, diagnostics, json.loads((results / "teacher" / "check.json").read_text()),
+                    json.loads((results / "data" / "tokens" / "meta.json").read_text()), renamed, REPO)
+        return out / "paper"
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    original, renamed = build(tmp_path / "a", {}), build(tmp_path / "b", names)
+    tables = sorted(p.name for p in (original / "tables").iterdir())
+    assert len(tables) >= 27 and tables == sorted(p.name for p in (renamed / "tables").iterdir())
+    for name in tables:
+        assert (original / "tables" / name).read_bytes() == (renamed / "tables" / name).read_bytes(), name
+
+    def claims(paper: Path) -> str:
+        report = (paper / "report.md").read_text()
+        return report[report.index("## Claims"):].split("\n## ", 1)[0]
+
+    assert "agrees" in claims(original) or "disagrees" in claims(original)
+    assert claims(original) == claims(renamed)
+    assert sorted(p.name for p in (original / "figures").iterdir()) == sorted(
+        p.name for p in (renamed / "figures").iterdir())

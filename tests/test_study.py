@@ -22,15 +22,24 @@ def phases(scale_shift: float, seeds=(1, 2, 3)) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+ROLES = {run: run for run in ("pre-joint", "post-joint", "pre-grow", "post-grow")}
+
+
 def test_seed_effects_pair_by_seed():
-    effects = seed_effects(phases(0.0)).set_index("seed")
+    effects = seed_effects(phases(0.0), ROLES).set_index("seed")
     assert effects["delta_joint"].tolist() == pytest.approx([0.0, 0.0, 0.0])
     assert effects["delta_grow"].tolist() == pytest.approx([-0.1, -0.1, -0.1])
     assert effects["interaction"].tolist() == pytest.approx([-0.1, -0.1, -0.1])
 
 
+def test_seed_effects_find_the_runs_by_role_whatever_their_names():
+    renamed = phases(0.0).replace({"run": {"pre-joint": "a", "post-joint": "b", "pre-grow": "c", "post-grow": "d"}})
+    roles = {"a": "pre-joint", "b": "post-joint", "c": "pre-grow", "d": "post-grow"}
+    pd.testing.assert_frame_equal(seed_effects(renamed, roles), seed_effects(phases(0.0), ROLES))
+
+
 def test_scale_effects_and_their_figure(tmp_path):
-    per_seed = pd.concat([seed_effects(phases(shift)).assign(scale=name, student_parameters=n)
+    per_seed = pd.concat([seed_effects(phases(shift), ROLES).assign(scale=name, student_parameters=n)
                           for name, shift, n in (("s", 0.0, 1e5), ("m", 0.05, 4e5))], ignore_index=True)
     per_seed.loc[(per_seed["scale"] == "m") & (per_seed["seed"] == 3), "post-grow"] += 0.03  # spread one scale
     per_seed["delta_grow"] = per_seed["post-grow"] - per_seed["pre-grow"]

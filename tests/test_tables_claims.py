@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 
+from normgrow import figures
 from normgrow.claims import (
     AGREES,
     DISAGREES,
@@ -12,7 +13,18 @@ from normgrow.claims import (
     equivalence_verdict,
     sign_verdict,
 )
-from normgrow.tables import Results, build_tables, table1, tableA2, tableA3, tableB3
+from normgrow.tables import (
+    NORM_WEIGHTS,
+    NotBuilt,
+    Results,
+    build_tables,
+    placements_with_roles,
+    table1,
+    tableA2,
+    tableA3,
+    tableB3,
+    tableP1,
+)
 from normgrow.tables import paper_reference as ref
 
 
@@ -174,3 +186,42 @@ def test_kurtosis_and_structural_token_claims():
     assert paper_like["scale"].verdict == AGREES
     mirrored = claims_for(pre=[(2.4, 2.3, 5), (2.45, 2.40, 4)], post=[(119, 7.1, 900), (425, 11.5, 2500)])
     assert mirrored["pre-norm"].verdict == DISAGREES and mirrored["scale"].verdict == DISAGREES
+
+
+def test_placements_table_and_figure_against_pre_norm(tmp_path):
+    """Known answers: sandwich ties pre-norm under joint and beats it by 0.2 under grow (interaction
+    −0.2); deepnorm is 0.1 worse under both (interaction 0); pairing by seed removes the seed noise."""
+    rows = fixture(noise=0.05).to_dict("records")
+    for placement, (j, g) in {"sandwich": (3.00, 2.70), "deepnorm": (3.10, 3.00)}.items():
+        for seed, offset in zip((1, 2, 3), (-0.05, 0.0, 0.05), strict=True):
+            rows += phase_rows(f"{placement}-joint", placement, [[j + offset]], [seed], active=[3])
+            rows += phase_rows(f"{placement}-grow", placement, [3.5, 3.2, [g + offset]], [seed])
+    results = Results(pd.DataFrame(rows))
+    frame = tableP1(results, ref()).frame().set_index(["row", "column"])
+    assert frame.loc[("Δ sandwich − pre", "Joint"), "mean"] == pytest.approx(0.0, abs=1e-12)
+    assert frame.loc[("Δ sandwich − pre", "Grow"), "mean"] == pytest.approx(-0.2)
+    assert frame.loc[("Δ sandwich − pre", "Interaction (Δ_grow − Δ_joint)"), "mean"] == pytest.approx(-0.2)
+    assert frame.loc[("Δ sandwich − pre", "Grow"), "std"] == pytest.approx(0.0, abs=1e-12)
+    assert frame.loc[("Δ deepnorm − pre", "Interaction (Δ_grow − Δ_joint)"), "mean"] == pytest.approx(0.0, abs=1e-12)
+    assert frame.loc[("Δ post − pre", "Grow"), "mean"] == pytest.approx(-0.1)
+    assert frame.loc[("sandwich", "norm weights / layer"), "text"] == "4·H"
+    paths = figures.placements(results.final, placements_with_roles(results), tmp_path)
+    assert [p.suffix for p in paths] == [".png", ".pdf"] and paths[0].stat().st_size > 1000
+    with pytest.raises(NotBuilt, match="placement other than pre-norm"):
+        tableP1(Results(fixture().query("run.str.startswith('pre')")), ref())
+
+
+def test_norm_weights_match_the_layers():
+    """tables.NORM_WEIGHTS (torch-free text) counts the RMSNorm weights of each placement's layer."""
+    from transformers import Qwen3Config
+
+    from normgrow.placement import LAYERS, PLACEMENTS
+
+    config = Qwen3Config(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=16, num_hidden_layers=1, vocab_size=32)
+    h, d = config.hidden_size, config.head_dim
+    assert set(NORM_WEIGHTS) == set(PLACEMENTS)
+    for name, layer_class in LAYERS.items():
+        layer = layer_class(config, 0, 1)
+        weights = sum(p.numel() for n, p in layer.named_parameters() if n.endswith("norm.weight")) - 2 * d
+        assert weights == eval(NORM_WEIGHTS[name].replace("·", "*"), {"H": h, "head_dim": d}), name

@@ -9,6 +9,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.config import merge  # noqa: E402
+from normgrow.roles import run_roles  # noqa: E402
 
 
 configfile: os.path.join(workflow.basedir, "..", "configs", "study.yaml")
@@ -27,8 +28,8 @@ def scale_overrides(scale):
             **STUDY["scales"][scale]}
 
 
-def student(scale):
-    return merge(copy.deepcopy(DEFAULT), scale_overrides(scale))["student"]
+def merged_config(scale):
+    return merge(copy.deepcopy(DEFAULT), scale_overrides(scale))
 
 
 localrules:
@@ -46,7 +47,8 @@ rule study:
         figure="results/study/effects.png",
     params:
         scales=SCALES,
-        students=[student(scale) for scale in SCALES],
+        students=[merged_config(scale)["student"] for scale in SCALES],
+        roles=[run_roles(merged_config(scale)) for scale in SCALES],
     log:
         "logs/study/effects.log",
     script:

@@ -250,3 +250,30 @@ def block_removal(removal: pd.DataFrame, directory: Path) -> list[Path]:
         fig.suptitle("Block removal at the final checkpoint (diagnostic batch)")
         fig.tight_layout()
         return save(fig, directory, "figA2_block_removal")
+
+
+def placements(final: pd.DataFrame, names: list[str], directory: Path) -> list[Path]:
+    """Fig. P1: for every placement P in `names`, Δ_joint(P), Δ_grow(P) (P − pre, paired by seed)
+    and the interaction, mean with the seed range."""
+    effects = {"Δ_joint": [], "Δ_grow": [], "interaction": []}
+    ce = final.set_index(["run", "seed"])["ce"]
+    for placement in names:
+        joint = ce[f"{placement}-joint"] - ce["pre-joint"]
+        grow = ce[f"{placement}-grow"] - ce["pre-grow"]
+        for key, values in (("Δ_joint", joint), ("Δ_grow", grow), ("interaction", grow - joint)):
+            effects[key].append((values.mean(), values.min(), values.max()))
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(names), 2.8))
+        width = 0.26
+        for i, (key, color) in enumerate(zip(effects, ("#4C72B0", "#DD8452", "#55A868"), strict=True)):
+            x = [j + (i - 1) * width for j in range(len(names))]
+            means = [m for m, _, _ in effects[key]]
+            spread = [[m - lo for m, lo, _ in effects[key]], [hi - m for m, _, hi in effects[key]]]
+            ax.bar(x, means, width, yerr=spread, capsize=2, color=color, label=key)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(names)), names, rotation=20)
+        ax.set_ylabel("CE difference vs pre-norm (nats)")
+        ax.set_title("Placements against pre-norm")
+        ax.legend(fontsize=7)
+        return save(fig, directory, "figP1_placements")
+

@@ -18,7 +18,8 @@ import yaml
 from normgrow import figures
 from normgrow.claims import NOT_CHECKED, check_claims
 from normgrow.regime import leaves_regime, regime
-from normgrow.tables import Results, Table, build_tables, paper_reference
+from normgrow.roles import by_role, run_roles
+from normgrow.tables import Results, Table, build_tables, paper_reference, placements_with_roles
 
 PAPER_SCALE = {"teacher": "Qwen3-8B-Base (36 layers, hidden 4096, vocab 151,936)",
                "student": "K=3 blocks × L=3 layers", "steps per phase": "50,000",
@@ -74,12 +75,12 @@ def provenance(data: dict, repo: Path) -> dict:
     return {"git commit": git_commit(repo), "packages": versions, "data": hashes}
 
 
-def final_reports(diagnostics: list[Path]) -> dict[str, dict]:
-    """The last checkpoint's diagnostics report of pre-grow and post-grow (first seed)."""
+def final_reports(diagnostics: list[Path], roles: dict[str, str]) -> dict[str, dict]:
+    """The last checkpoint's diagnostics report of the pre-grow and post-grow roles (first seed)."""
     best: dict[str, dict] = {}
     reports = [r for path in diagnostics for r in json.loads(Path(path).read_text())["checkpoints"]]
     for report in reports:
-        run = report["run"]
+        run = roles.get(report["run"])
         if run in ("pre-grow", "post-grow"):
             key = (report["global_step"], -report["seed"])
             if run not in best or key > (best[run]["global_step"], -best[run]["seed"]):
@@ -87,7 +88,8 @@ def final_reports(diagnostics: list[Path]) -> dict[str, dict]:
     return dict(sorted(best.items(), key=lambda item: item[0] != "pre-grow"))
 
 
-def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Path]) -> list[Path]:
+def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Path],
+                 roles: dict[str, str]) -> list[Path]:
     fig_dir = out / "figures"
     paths = figures.validation_loss(frames["evals"], frames["phases"], fig_dir)
     if results.has("pre-joint", "post-joint", "pre-grow", "post-grow"):
@@ -99,21 +101,25 @@ def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Pa
         if not rms.empty and {"pre-grow", "post-grow"} <= set(rms["run"]):
             paths += figures.boundary_rms(rms, frames["phases"], fig_dir)
             paths += figures.token_types(rms, fig_dir)
-            paths += figures.rms_distributions(final_reports(diagnostics), fig_dir)
+            paths += figures.rms_distributions(final_reports(diagnostics, roles), fig_dir)
     if not frames["block_removal"].empty:
         paths += figures.block_removal(frames["block_removal"], fig_dir)
+    others = placements_with_roles(results)
+    if others and results.has("pre-joint", "pre-grow"):
+        paths += figures.placements(results.final, others, fig_dir)
     return paths
 
 
 def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], teacher: dict, data: dict,
                 config: dict, repo: Path | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    frames = {name: read_metric(path) for name, path in metrics.items()}
+    roles = run_roles(config)  # tables, claims and figures pick runs by role, not by name
+    frames = {name: by_role(read_metric(path), roles) for name, path in metrics.items()}
     results = Results(frames["phases"], frames["transitions"], frames["block_removal"], config)
     tables, not_built = build_tables(results)
     for table in tables:
         table.write(out / "tables")
-    figure_paths = draw_figures(out, frames, results, diagnostics)
+    figure_paths = draw_figures(out, frames, results, diagnostics, roles)
     margin = config.get("report", {}).get("equivalence_margin", 0.01)
     claims = check_claims(results, frames["boundary_rms"], margin)
     properties = regime(config, teacher, data, frames["phases"], paper_reference()["regime"])

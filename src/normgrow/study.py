@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from normgrow.results import final_phases
+from normgrow.roles import by_role
 from normgrow.stats import mean_ci
 
 EFFECTS = ("delta_joint", "delta_grow", "interaction")
@@ -25,9 +26,10 @@ LABELS = {"delta_joint": "Δ_joint (post − pre, joint)", "delta_grow": "Δ_gro
           "interaction": "interaction (Δ_grow − Δ_joint)"}
 
 
-def seed_effects(phases: pd.DataFrame) -> pd.DataFrame:
-    """One row per seed: the final CE of each run of the 2 × 2 and the three effects."""
-    final = final_phases(phases).pivot(index="seed", columns="run", values="ce")
+def seed_effects(phases: pd.DataFrame, roles: dict[str, str]) -> pd.DataFrame:
+    """One row per seed: the final CE of each run of the 2 × 2 (found by role: normgrow.roles) and
+    the three effects."""
+    final = final_phases(by_role(phases, roles)).pivot(index="seed", columns="run", values="ce")
     out = final[["pre-joint", "post-joint", "pre-grow", "post-grow"]].copy()
     out["delta_joint"] = out["post-joint"] - out["pre-joint"]
     out["delta_grow"] = out["post-grow"] - out["pre-grow"]

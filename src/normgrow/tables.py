@@ -342,7 +342,43 @@ def tableA4(r: Results, ref: dict) -> Table:
     return t
 
 
-BUILDERS = (table1, table2, table3, table4, tableA1, tableA2, tableA3, tableA4, tableB3)
+# RMSNorm weights per decoder layer besides the q/k norms every placement has (2·head_dim), from the
+# layer classes of normgrow.placement (a test counts them on the modules)
+NORM_WEIGHTS = {"pre": "2·H", "post": "2·H", "sandwich": "4·H", "deepnorm": "2·H", "hybridnorm": "H + head_dim",
+                "mix-ln": "2·H"}
+
+
+def placements_with_roles(r: Results) -> list[str]:
+    """Placements other than pre-norm whose joint and grow runs this configuration built."""
+    found = {run.rsplit("-", 1)[0] for run in r.runs if run.endswith("-joint") or run.endswith("-grow")}
+    return sorted(p for p in found if p != "pre" and r.has(f"{p}-joint", f"{p}-grow"))
+
+
+def tableP1(r: Results, ref: dict) -> Table:
+    """Every placement P against pre-norm, paired by seed: final validation CE under joint and grow,
+    Δ_c(P) = CE(P, c) − CE(pre, c) and the interaction Δ_grow(P) − Δ_joint(P) (Eq. 6 with P for
+    post-norm), and P's norm weights per layer (pre/post: 2·H; H the hidden size)."""
+    r.require("pre-joint", "pre-grow")
+    placements = placements_with_roles(r)
+    if not placements:
+        raise NotBuilt("needs a placement other than pre-norm run under joint and grow")
+    t = Table("tableP1", "Table P1: every placement against pre-norm (validation CE ↓, Δ = placement − pre)",
+              note="Norm weights: RMSNorm weights per decoder layer besides the q/k norms all placements share; "
+                   "placements with more than pre/post's 2·H have more normalisation parameters.")
+    for placement in ["pre", *placements]:
+        t.add(placement, "Joint", r.final_metric(f"{placement}-joint"))
+        t.add(placement, "Grow", r.final_metric(f"{placement}-grow"))
+        t.add(placement, "norm weights / layer", text=NORM_WEIGHTS.get(placement.split("@")[0], "?"))
+    for placement in placements:
+        d_joint = r.final_metric(f"{placement}-joint") - r.final_metric("pre-joint")
+        d_grow = r.final_metric(f"{placement}-grow") - r.final_metric("pre-grow")
+        t.add(f"Δ {placement} − pre", "Joint", d_joint)
+        t.add(f"Δ {placement} − pre", "Grow", d_grow)
+        t.add(f"Δ {placement} − pre", "Interaction (Δ_grow − Δ_joint)", d_grow - d_joint)
+    return t
+
+
+BUILDERS = (table1, table2, table3, table4, tableA1, tableA2, tableA3, tableA4, tableB3, tableP1)
 
 
 def build_tables(results: Results) -> tuple[list[Table], dict[str, str]]:

@@ -13,12 +13,14 @@ from normgrow.study import draw, markdown, scale_effects, seed_effects
 
 with job_log(snakemake.log[0]):
     frames = []
-    for scale, student, check, phases in zip(snakemake.params.scales, snakemake.params.students,
-                                             snakemake.input.checks, snakemake.input.phases, strict=True):
+    for scale, student, roles, check, phases in zip(snakemake.params.scales, snakemake.params.students,
+                                                    snakemake.params.roles, snakemake.input.checks,
+                                                    snakemake.input.phases, strict=True):
         teacher = json.loads(Path(check).read_text())
         parameters = student_parameters(SimpleNamespace(**teacher), student["blocks"], student["layers_per_block"])
-        frames.append(seed_effects(pd.read_csv(phases)).assign(scale=scale, student_parameters=parameters["total"],
-                                                                teacher_ce=teacher["validation_ce"]))
+        effects = seed_effects(pd.read_csv(phases), roles)
+        frames.append(effects.assign(scale=scale, student_parameters=parameters["total"],
+                                     teacher_ce=teacher["validation_ce"]))
     per_seed = pd.concat(frames, ignore_index=True)
     summary = scale_effects(per_seed)
     per_seed.to_csv(snakemake.output.csv, index=False)
