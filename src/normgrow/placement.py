@@ -1,10 +1,11 @@
 """Normalization placements: the one thing that differs between the compared students.
 
-Every placement's layer holds the sub-modules of a `transformers` Qwen3 decoder layer (attention
-with q/k RMSNorm, RoPE and GQA; SwiGLU MLP; RMSNorms) under the same parameter names, and adds its
+Every placement's layer holds the sub-modules of a `transformers` decoder layer of the teacher's
+family (normgrow.family; for Qwen3: attention with q/k RMSNorm, RoPE and GQA, SwiGLU MLP,
+RMSNorms) under the same parameter names, and adds its
 own norms under names ending in `norm.weight`; so one seed initialises every placement to identical
-weights wherever the parameters coincide (norms start at 1 and draw nothing: normgrow.student).
-Only the data flow differs (N_* are RMSNorms; Attn and MLP the Qwen3 sub-layers):
+weights wherever the parameters coincide (norms start as the identity and draw nothing:
+normgrow.student). Only the data flow differs (N_* are RMSNorms; Attn and MLP the family's):
 
     pre       h = h + Attn(N_a(h));  h = h + MLP(N_m(h))                                   [final]
     post      h = N_a(h + Attn(h));  h = N_m(h + MLP(h))                                   [entry]
@@ -26,7 +27,8 @@ import re
 
 import torch
 from torch import nn
-from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention, Qwen3MLP, Qwen3RMSNorm
+
+from normgrow.family import family
 
 
 class _Layer(nn.Module):
@@ -36,10 +38,11 @@ class _Layer(nn.Module):
 
     def __init__(self, config, layer_idx: int, depth: int):
         super().__init__()
-        self.self_attn = Qwen3Attention(config, layer_idx)
-        self.mlp = Qwen3MLP(config)
-        self.attn_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.mlp_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        f = family(config)
+        self.self_attn = f.attention(config, layer_idx)
+        self.mlp = f.mlp(config)
+        self.attn_layernorm = f.norm(config.hidden_size, eps=config.rms_norm_eps)
+        self.mlp_layernorm = f.norm(config.hidden_size, eps=config.rms_norm_eps)
 
     def attend(self, x: torch.Tensor, position_embeddings, attention_mask) -> torch.Tensor:
         return self.self_attn(x, position_embeddings, attention_mask)[0]
@@ -78,8 +81,9 @@ class SandwichLayer(_Layer):
 
     def __init__(self, config, layer_idx: int, depth: int):
         super().__init__(config, layer_idx, depth)
-        self.attn_out_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.mlp_out_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        norm = family(config).norm
+        self.attn_out_layernorm = norm(config.hidden_size, eps=config.rms_norm_eps)
+        self.mlp_out_layernorm = norm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(self, h, position_embeddings, attention_mask):
         h = h + self.attn_out_layernorm(self.attend(self.attn_layernorm(h), position_embeddings, attention_mask))
@@ -113,10 +117,10 @@ class DeepNormLayer(_Layer):
 class _NormedHeads(nn.Module):
     """A projection followed by an RMSNorm over each head's dimensions (as Qwen3 does for q and k)."""
 
-    def __init__(self, linear: nn.Linear, head_dim: int, eps: float):
+    def __init__(self, linear: nn.Linear, head_dim: int, norm: type, eps: float):
         super().__init__()
         self.linear = linear
-        self.head_norm = Qwen3RMSNorm(head_dim, eps=eps)
+        self.head_norm = norm(head_dim, eps=eps)
         self.head_dim = head_dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -126,7 +130,8 @@ class _NormedHeads(nn.Module):
 
 class HybridNormLayer(_Layer):
     """HybridNorm (Zhuo et al. 2025): QKV normalisation inside attention — RMSNorm on every head's
-    queries, keys (Qwen3's q/k norms) and values (one more per-head norm) — and post-norm around the
+    queries and keys (Qwen3's q/k norms; other families have none) and values (one more per-head
+    norm) — and post-norm around the
     FFN's input: u = h + Attn_qkv(h); h = N_m(u); h = h + MLP(h). It has no attention-input norm: one
     RMSNorm of H weights per layer instead of pre/post's two, plus a per-head value norm (head_dim
     weights). Boundary: N_final (its output is not normalised)."""
@@ -135,7 +140,8 @@ class HybridNormLayer(_Layer):
 
     def __init__(self, config, layer_idx: int, depth: int):
         super().__init__(config, layer_idx, depth)
-        self.self_attn.v_proj = _NormedHeads(self.self_attn.v_proj, self.self_attn.head_dim, config.rms_norm_eps)
+        self.self_attn.v_proj = _NormedHeads(self.self_attn.v_proj, self.self_attn.head_dim, family(config).norm,
+                                             config.rms_norm_eps)
         del self.attn_layernorm
 
     def forward(self, h, position_embeddings, attention_mask):

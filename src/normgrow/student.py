@@ -11,15 +11,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
-from transformers import Qwen3Config
 from transformers.masking_utils import create_causal_mask
-from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm, Qwen3RotaryEmbedding
 
+from normgrow.family import family
 from normgrow.placement import boundary, layer_classes
 
 
-def student_config(teacher_config, num_layers: int, attn_implementation: str = "sdpa") -> Qwen3Config:
-    """A Qwen3 config for `num_layers` student layers with the teacher's layer dimensions.
+def student_config(teacher_config, num_layers: int, attn_implementation: str = "sdpa"):
+    """A config of the teacher's class (normgrow.family) for `num_layers` student layers with the
+    teacher's layer dimensions.
 
     The attention implementation is always set explicitly: a config without one makes
     `create_causal_mask` return None for unpadded batches, and attention then runs non-causal.
@@ -29,21 +29,21 @@ def student_config(teacher_config, num_layers: int, attn_implementation: str = "
         fields.pop(key, None)
     fields.update(num_hidden_layers=num_layers, layer_types=["full_attention"] * num_layers,
                   use_sliding_window=False)
-    config = Qwen3Config(**fields)
+    config = family(teacher_config).config_class(**fields)
     config._attn_implementation = attn_implementation
     return config
 
 
-def init_qwen3_(module: nn.Module, std: float, generator: torch.Generator) -> None:
+def init_qwen3_(module: nn.Module, std: float, generator: torch.Generator, norm_identity: float = 1.0) -> None:
     """Qwen3's init scheme, applied in parameter-name order from one generator.
 
-    Linear weights ~ N(0, std²), biases 0, RMSNorm weights 1 — the scheme `PreTrainedModel.post_init`
-    applies, which standalone modules never receive.
+    Linear weights ~ N(0, std²), biases 0, RMSNorm weights at the identity (1; 0 for Gemma's (1 + w)
+    norms) — the scheme `PreTrainedModel.post_init` applies, which standalone modules never receive.
     """
     for name, param in module.named_parameters():
         with torch.no_grad():
             if name.endswith("norm.weight"):
-                param.fill_(1.0)
+                param.fill_(norm_identity)
             elif name.endswith("bias"):
                 param.zero_()
             else:
@@ -53,7 +53,7 @@ def init_qwen3_(module: nn.Module, std: float, generator: torch.Generator) -> No
 class BlockStackStudent(nn.Module):
     """Embedding → [N_entry] → K blocks of L layers (first `active_blocks` run) → [N_final] → head."""
 
-    def __init__(self, config: Qwen3Config, placement: str, num_blocks: int, layers_per_block: int):
+    def __init__(self, config, placement: str, num_blocks: int, layers_per_block: int):
         super().__init__()
         if config.num_hidden_layers != num_blocks * layers_per_block:
             raise ValueError("config.num_hidden_layers must equal num_blocks * layers_per_block")
@@ -74,8 +74,9 @@ class BlockStackStudent(nn.Module):
             nn.ModuleList(classes[b](config, b * layers_per_block + i, depth) for i in range(layers_per_block))
             for b in range(num_blocks)
         )
-        self.boundary_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.rotary_emb = Qwen3RotaryEmbedding(config)
+        self.family = family(config)
+        self.boundary_norm = self.family.norm(config.hidden_size, eps=config.rms_norm_eps)
+        self.rotary_emb = self.family.rotary(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
 
     @classmethod
@@ -94,7 +95,7 @@ class BlockStackStudent(nn.Module):
 
     def init_blocks(self, seed: int) -> None:
         generator = torch.Generator().manual_seed(seed)
-        init_qwen3_(self.blocks, self.config.initializer_range, generator)
+        init_qwen3_(self.blocks, self.config.initializer_range, generator, self.family.norm_identity)
         for block in self.blocks:
             for layer in block:
                 layer.scale_init_()
@@ -125,6 +126,8 @@ class BlockStackStudent(nn.Module):
         `activation_checkpointing` set, training recomputes each layer's activations in backward.
         """
         h = self.embed_tokens(input_ids)
+        if self.family.embedding_scale:  # Gemma: embeddings × √H, as its decoder does
+            h = h * torch.tensor(self.config.hidden_size**0.5, dtype=h.dtype)
         if self.boundary == "entry":
             h = self.boundary_norm(h)
         position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)

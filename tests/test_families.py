@@ -1,0 +1,131 @@
+"""Any decoder-only teacher family (normgrow.family): the student is built from the teacher's own
+sub-layers, refuses an unsupported family by name, and trains and is diagnosed through the
+trainer's path, for tiny randomly initialised teachers of every supported family."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import torch
+from conftest import REPO, SEED, tiny_run_config
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from normgrow.checkpoint import student_from_checkpoint
+from normgrow.curriculum import Execution, phase_spec
+from normgrow.data import collate
+from normgrow.diagnostics import diagnose
+from normgrow.family import PREFIXES, family
+from normgrow.student import BlockStackStudent
+from normgrow.trainer import run_phase
+
+
+def tiny_teacher(model_type: str, layers: int = 2):
+    config = AutoConfig.for_model(model_type, vocab_size=64, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                  head_dim=8, max_position_embeddings=64, tie_word_embeddings=False)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    teacher = AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for name, param in teacher.named_parameters():
+            if name.endswith("norm.weight"):
+                param.uniform_(0.5, 1.5)
+    return teacher
+
+
+@pytest.mark.parametrize("model_type", list(PREFIXES))
+def test_pre_norm_student_is_the_teachers_own_decoder(model_type):
+    """A one-layer pre-norm student given a one-layer teacher's weights computes the teacher's
+    final hidden states: the family's attention, MLP, norm and rotary classes, Gemma's √H embedding
+    scale and (1 + w) norms included."""
+    teacher = tiny_teacher(model_type, layers=1)
+    student = BlockStackStudent.from_teacher(teacher, "pre", 1, 1, seed=0).eval()
+    f = family(teacher.config)
+    layer = student.blocks[0][0]
+    assert type(layer.self_attn) is f.attention and type(layer.mlp) is f.mlp and type(student.boundary_norm) is f.norm
+    names = {"input_layernorm": "attn_layernorm", "post_attention_layernorm": "mlp_layernorm"}
+    state = {next((names[k] + rest for k in names if name.startswith(k) for rest in [name[len(k):]]), name): value
+             for name, value in teacher.model.layers[0].state_dict().items()}
+    layer.load_state_dict(state)
+    ids = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        expected = teacher.model(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+        torch.testing.assert_close(student(ids, mask), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", ["gemma", "llama"])
+def test_fresh_norms_are_the_identity(model_type):
+    student = BlockStackStudent.from_teacher(tiny_teacher(model_type), "sandwich", 2, 1, seed=0)
+    x = torch.randn(3, 32)
+    for name, module in student.blocks.named_modules():
+        if name.endswith("layernorm"):
+            rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + student.config.rms_norm_eps)
+            torch.testing.assert_close(module(x), rms, rtol=1e-5, atol=1e-5)
+
+
+def test_unsupported_family_is_refused_by_name():
+    config = AutoConfig.for_model("gpt2", n_layer=1, n_embd=32, n_head=4, vocab_size=64)
+    with pytest.raises(ValueError, match="'gpt2' is not supported; supported decoder families: qwen3, qwen2, llama"):
+        family(config)
+
+
+@pytest.mark.parametrize("model_type", list(PREFIXES))
+def test_trainer_and_diagnostics_take_any_family(workspace, tmp_path, model_type):
+    """One phase trained through `run_phase` from a saved teacher of the family (loaded by
+    `AutoModelForCausalLM`, as the workflow does), then diagnosed from its checkpoint."""
+    teacher = tiny_teacher(model_type)
+    teacher.save_pretrained(tmp_path / "teacher")
+    config = tiny_run_config()
+    out = tmp_path / "phase0"
+    run_phase(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), str(tmp_path / "teacher"),
+              workspace["tokens"], None, out, log=io.StringIO())
+    state = json.loads((out / "state.json").read_text())
+    assert state["final_eval"]["ce"] < 10 and state["phase_counters"]["steps"] == config["train"]["phase_steps"]
+    student = student_from_checkpoint(out / "student.safetensors", teacher.config, "post",
+                                      config["student"], active_blocks=1)
+    assert type(student.blocks[0][0].self_attn) is family(teacher.config).attention
+    report = diagnose(student, collate([torch.tensor(d).numpy() for d in workspace["train"][:2]], 0), [0])
+    assert len(report["boundaries"]) == 2 and report["blocks"][0]["delta_ce"] == report["blocks"][0]["delta_ce"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", list(PREFIXES))
+def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_type):
+    """The CI-sized workflow with a teacher directory of the family, as a user brings one: weights,
+    config and its own tokenizer (`tokenizer.train: false`), the boundary token looked up in that
+    tokenizer, tied embeddings for Gemma (its default), the teacher check, growth and diagnostics.
+    The teacher is random, so the check's margin is waived."""
+    import subprocess
+
+    import yaml
+    from conftest import snakemake_command
+
+    from normgrow.data import train_tokenizer
+
+    texts = ["the residual stream is normalised before or after each sub-layer."] * 20
+    tokenizer = train_tokenizer(texts, vocab_size=300, boundary_token="<|endoftext|>")
+    config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                  max_position_embeddings=128, tie_word_embeddings=model_type == "gemma")
+    teacher_dir = tmp_path / "teacher"
+    AutoModelForCausalLM.from_config(config).save_pretrained(teacher_dir)
+    tokenizer.save_pretrained(teacher_dir)
+    overrides = tmp_path / "family.yaml"
+    overrides.write_text(yaml.safe_dump({
+        "teacher": {"name": str(teacher_dir), "dtype": "float32", "min_margin_nats": -100.0},
+        "tokenizer": {"train": False}, "build": ["pre-grow", "post-grow"],
+        "diagnostics": {"runs": ["post-grow"]}}))
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    command = snakemake_command(workdir, "--cores", "2", "--configfile", str(REPO / "configs" / "ci.yaml"),
+                                str(overrides), "--", "results/paper", config=None)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    check = json.loads((workdir / "results" / "teacher" / "check.json").read_text())
+    assert check["model_type"] == model_type and check["vocab_matches_tokenizer"]
+    assert (workdir / "results" / "paper" / "tables" / "table2.csv").exists()
+    diagnostics = list((workdir / "results" / "diagnostics" / "post-grow").rglob("*.json"))
+    assert diagnostics and all(json.loads(p.read_text())["checkpoints"] for p in diagnostics)
