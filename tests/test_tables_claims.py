@@ -24,6 +24,7 @@ from normgrow.tables import (
     tableA3,
     tableB3,
     tableP1,
+    tableP2,
 )
 from normgrow.tables import paper_reference as ref
 
@@ -225,3 +226,28 @@ def test_norm_weights_match_the_layers():
         layer = layer_class(config, 0, 1)
         weights = sum(p.numel() for n, p in layer.named_parameters() if n.endswith("norm.weight")) - 2 * d
         assert weights == eval(NORM_WEIGHTS[name].replace("·", "*"), {"H": h, "head_dim": d}), name
+
+
+def test_diagnostics_of_every_diagnosed_placement_at_the_final_checkpoint():
+    """Table P2 takes each grow run's last checkpoint (not an earlier one), all-token RMS per
+    boundary and ΔCE per block, for any placement; a joint run is left out."""
+    rms, removal = [], []
+    for run, scale in (("pre-grow", 2.0), ("sandwich-grow", 1.0), ("pre-joint", 9.0)):
+        for seed in (1, 2):
+            for step, factor in ((10, 100.0), (20, 1.0)):  # step 10: an earlier checkpoint
+                key = {"run": run, "seed": seed, "phase": 2, "global_step": step, "placement": run.split("-")[0]}
+                for b in range(3):
+                    for tokens, extra in (("all", 0.0), ("structural", 50.0)):
+                        rms.append({**key, "boundary": b, "tokens": tokens, "mean": factor * scale * (b + 1) + extra})
+                for block in range(2):
+                    removal.append({**key, "block": block, "delta_ce": factor * scale * 0.1 * (block + 1),
+                                    "angular_distance": 0.1})
+    results = Results(fixture(), removal=pd.DataFrame(removal), rms=pd.DataFrame(rms))
+    frame = tableP2(results, ref()).frame().set_index(["row", "column"])
+    assert frame.loc[("pre", "RMS boundary 2"), "mean"] == pytest.approx(6.0)
+    assert frame.loc[("sandwich", "RMS boundary 0"), "mean"] == pytest.approx(1.0)
+    assert frame.loc[("sandwich", "ΔCE without block 1"), "mean"] == pytest.approx(0.2)
+    assert frame.loc[("pre", "RMS boundary 0"), "seeds"] == 2
+    assert "pre-joint" not in {row for row, _ in frame.index} and "pre" in {row for row, _ in frame.index}
+    with pytest.raises(NotBuilt, match="diagnostics"):
+        tableP2(Results(fixture()), ref())

@@ -115,7 +115,7 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     out.mkdir(parents=True, exist_ok=True)
     roles = run_roles(config)  # tables, claims and figures pick runs by role, not by name
     frames = {name: by_role(read_metric(path), roles) for name, path in metrics.items()}
-    results = Results(frames["phases"], frames["transitions"], frames["block_removal"], config)
+    results = Results(frames["phases"], frames["transitions"], frames["block_removal"], config, frames["boundary_rms"])
     tables, not_built = build_tables(results)
     for table in tables:
         table.write(out / "tables")

@@ -139,12 +139,13 @@ class Results:
     """Per-seed access to the collected results of one workflow run."""
 
     def __init__(self, phases: pd.DataFrame, transitions: pd.DataFrame | None = None,
-                 removal: pd.DataFrame | None = None, config: dict | None = None):
+                 removal: pd.DataFrame | None = None, config: dict | None = None, rms: pd.DataFrame | None = None):
         self.phases = phases
         self.final = final_phases(phases)
         self.runs = set(phases["run"])
         self.transitions = pd.DataFrame() if transitions is None else transitions
         self.removal = pd.DataFrame() if removal is None else removal
+        self.rms = pd.DataFrame() if rms is None else rms
         self.config = config or {}
 
     def has(self, *runs: str) -> bool:
@@ -276,8 +277,7 @@ def table4(r: Results, ref: dict) -> Table:
     if r.removal.empty:
         raise NotBuilt("no block-removal diagnostics (diagnostics.runs)")
     t = Table("table4", "Table 4: block removal at the final checkpoint (diagnostic batch)", digits=3)
-    removal = r.removal[r.removal["global_step"] == r.removal.groupby(["run", "seed"])["global_step"]
-                        .transform("max")]
+    removal = final_checkpoints(r.removal)
     for run in MAIN_RUNS:
         rows = removal[removal["run"] == run]
         for block in sorted(rows["block"].unique()):
@@ -378,7 +378,35 @@ def tableP1(r: Results, ref: dict) -> Table:
     return t
 
 
-BUILDERS = (table1, table2, table3, table4, tableA1, tableA2, tableA3, tableA4, tableB3, tableP1)
+def final_checkpoints(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of every (run, seed)'s last diagnosed checkpoint."""
+    return frame[frame["global_step"] == frame.groupby(["run", "seed"])["global_step"].transform("max")]
+
+
+def tableP2(r: Results, ref: dict) -> Table:
+    """The grow run of every diagnosed placement at its final checkpoint: the per-token RMS (mean
+    over all real tokens) at every block boundary and the block-removal ΔCE of every block
+    (normgrow.diagnostics), per placement."""
+    if r.rms.empty or r.removal.empty:
+        raise NotBuilt("no boundary diagnostics (diagnostics.runs)")
+    rms = final_checkpoints(r.rms[r.rms["tokens"] == "all"])
+    removal = final_checkpoints(r.removal)
+    diagnosed = [run for run in sorted(set(rms["run"]) & set(removal["run"])) if run.endswith("-grow")]
+    if not diagnosed:
+        raise NotBuilt("no grow run was diagnosed (diagnostics.runs)")
+    t = Table("tableP2", "Table P2: boundary RMS and block removal of every diagnosed grow run (final checkpoint)",
+              digits=3, note="RMS: mean per-token RMS over all real tokens at the stream entering block 0 "
+                             "(boundary 0) and leaving block b−1 (boundary b); ΔCE: CE with block b bypassed − CE "
+                             "of the full stack.")
+    for run in sorted(diagnosed, key=lambda run: (run != "pre-grow", run != "post-grow", run)):
+        for b, rows in rms[rms["run"] == run].groupby("boundary"):
+            t.add(run.removesuffix("-grow"), f"RMS boundary {b}", rows.set_index("seed")["mean"].sort_index())
+        for b, rows in removal[removal["run"] == run].groupby("block"):
+            t.add(run.removesuffix("-grow"), f"ΔCE without block {b}", rows.set_index("seed")["delta_ce"].sort_index())
+    return t
+
+
+BUILDERS = (table1, table2, table3, table4, tableA1, tableA2, tableA3, tableA4, tableB3, tableP1, tableP2)
 
 
 def build_tables(results: Results) -> tuple[list[Table], dict[str, str]]:
