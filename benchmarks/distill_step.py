@@ -69,7 +69,7 @@ def config_shape(files: list[str], teacher_config: str | None = None, **extra) -
     config: dict = {}
     for name in files:
         merge(config, yaml.safe_load((REPO / name).read_text()))
-    config = validate_config(config, REPO / "workflow" / "schemas" / "config.schema.yaml")
+    config = validate_config(config)
     if teacher_config:
         teacher = json.loads((REPO / teacher_config / "config.json").read_text())
     else:

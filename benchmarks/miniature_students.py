@@ -24,7 +24,7 @@ if __name__ == "__main__":
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["student"].update(blocks=3, layers_per_block=1)
     config["train"].update(warmup_fraction=float(warmup), phase_steps=int(steps), lr=float(lr), eval_every=int(steps))
-    config = validate_config(config, REPO / "workflow" / "schemas" / "config.schema.yaml")
+    config = validate_config(config)
     for run in runs:
         previous = None
         for p in range(len(run_phases(config, run))):

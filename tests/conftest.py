@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 # tests/test_gpu.py gives the devices back to its own subprocesses.
 VISIBLE_GPUS = os.environ.get("CUDA_VISIBLE_DEVICES")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = REPO / "src" / "normgrow" / "config.schema.yaml"
 
 
 def make_teacher(vocab_size: int = 64, hidden_size: int = 32, seed: int = 0) -> Qwen3ForCausalLM:

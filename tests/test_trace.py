@@ -16,7 +16,7 @@ from normgrow.plan import plan
 from normgrow.trace import GiB, Shape, trace_one_gpu, trace_training
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = REPO / "src" / "normgrow" / "config.schema.yaml"
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ CI = REPO / "configs" / "ci.yaml"
 DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
 ONE_EACH = ("corpus", "tokenizer", "tokenize", "pretrain_teacher", "check_teacher", "collect_metrics",
             "paper", "all")
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = REPO / "src" / "normgrow" / "config.schema.yaml"
 PHASE_FILES = ("student.safetensors", "state.json", "train.csv", "eval.csv")
 
 

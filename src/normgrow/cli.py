@@ -22,8 +22,6 @@ from pathlib import Path
 from normgrow.launch import read_phase_arguments
 from normgrow.trainer import Preempted, run_phase
 
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="normgrow")
@@ -84,7 +82,7 @@ def read_configs(paths: list[Path]) -> dict:
     config: dict = {}
     for path in paths:
         merge(config, yaml.safe_load(path.read_text()))
-    return validate_config(config, SCHEMA)
+    return validate_config(config)
 
 
 def print_phases(args) -> int:

@@ -7,12 +7,15 @@ Imports neither torch nor transformers (the DAG is built from it).
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
 import jsonschema
 import yaml
 
 from normgrow.curriculum import TRAIN_EXECUTION, DataState, run_phases, shard_docs
+
+SCHEMA = resources.files("normgrow") / "config.schema.yaml"  # package data: found in an installed package too
 
 
 class ConfigError(ValueError):
@@ -33,13 +36,13 @@ def _with_defaults(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
-def validate_config(config: dict, schema_path: Path) -> dict:
+def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
     """Validate `config` against the JSON schema (Draft 2020-12), fill in defaults, then run the
     semantic checks. Raises ConfigError with one line per problem, naming the key.
 
     (Snakemake's own `validate` prints the whole schema with each error; this names the key.)
     """
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = yaml.safe_load(schema_path.read_text())
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if _parse_command_line_strings(config, errors):

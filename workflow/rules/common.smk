@@ -10,7 +10,7 @@ from normgrow.config import (
 )
 from normgrow.curriculum import PhaseTable, run_checkpoints, run_phases
 
-validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+validate_config(config)  # the schema is package data: normgrow/config.schema.yaml
 
 RUNS = built_runs(config)
 SEEDS = [str(s) for s in config["seeds"]]
