@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from normgrow.regime import leaves_regime, regime
-from normgrow.tables import paper_reference
+from normgrow.paper.reference import paper_reference
+from normgrow.paper.regime import leaves_regime, regime
 
 TEACHER = {"num_hidden_layers": 12, "hidden_size": 8, "num_attention_heads": 2, "num_key_value_heads": 1,
            "head_dim": 4, "intermediate_size": 16, "vocab_size": 10, "tie_word_embeddings": False,

@@ -58,7 +58,7 @@ def test_report_renders_in_chromium(ci_workdir, tmp_path):
 
 @pytest.mark.slow
 def test_renaming_every_run_changes_no_table_or_verdict(ci_workdir, tmp_path):
-    """Tables, claims and figures find runs by role (normgrow.roles): the CI run's results rebuilt
+    """Tables, claims and figures find runs by role (normgrow.paper.roles): the CI run's results rebuilt
     under other run names give byte-identical tables and the same claim verdicts."""
     import json
     from pathlib import Path
@@ -68,7 +68,7 @@ def test_renaming_every_run_changes_no_table_or_verdict(ci_workdir, tmp_path):
 
     from normgrow.cli import read_configs
     from normgrow.config import science_config
-    from normgrow.report import build_paper
+    from normgrow.paper.report import build_paper
 
     config = science_config(read_configs([REPO / "config.yaml", REPO / "configs" / "ci.yaml"]))
     results = ci_workdir / "results"

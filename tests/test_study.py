@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from normgrow.study import draw, markdown, scale_effects, seed_effects
+from normgrow.paper.study import draw, markdown, scale_effects, seed_effects
 
 
 def phases(scale_shift: float, seeds=(1, 2, 3)) -> pd.DataFrame:

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from normgrow import figures
-from normgrow.claims import (
+from normgrow.paper import figures
+from normgrow.paper.claims import (
     AGREES,
     DISAGREES,
     INCONCLUSIVE,
@@ -13,10 +13,10 @@ from normgrow.claims import (
     equivalence_verdict,
     sign_verdict,
 )
-from normgrow.tables import (
+from normgrow.paper.reference import paper_reference as ref
+from normgrow.paper.results import NotBuilt, Results
+from normgrow.paper.tables import (
     NORM_WEIGHTS,
-    NotBuilt,
-    Results,
     build_tables,
     placements_with_roles,
     table1,
@@ -26,7 +26,6 @@ from normgrow.tables import (
     tableP1,
     tableP2,
 )
-from normgrow.tables import paper_reference as ref
 
 
 def phase_rows(run, placement, ces, seeds, active=None):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from normgrow.transitions import trailing_mean, transition_metrics
+from normgrow.paper.transitions import trailing_mean, transition_metrics
 
 
 def test_trailing_mean():

@@ -9,7 +9,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.config import merge  # noqa: E402
-from normgrow.roles import run_roles  # noqa: E402
+from normgrow.paper.roles import run_roles  # noqa: E402
 
 
 configfile: os.path.join(workflow.basedir, "..", "configs", "study.yaml")

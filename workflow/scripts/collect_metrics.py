@@ -2,7 +2,7 @@
 diagnostics, into tidy tables under results/metrics/."""
 
 from normgrow.logs import job_log
-from normgrow.results import collect, collect_diagnostics, collect_transitions, run_layout
+from normgrow.paper.results import collect, collect_diagnostics, collect_transitions, run_layout
 
 with job_log(snakemake.log[0]):
     out = snakemake.output

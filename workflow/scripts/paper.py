@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from normgrow.logs import job_log
-from normgrow.report import build_paper
+from normgrow.paper.report import build_paper
 
 with job_log(snakemake.log[0]):
     i = snakemake.input
@@ -12,4 +12,5 @@ with job_log(snakemake.log[0]):
                                                           "block_removal")}
     build_paper(Path(snakemake.output[0]), metrics, [Path(p) for p in i.diagnostics],
                 json.loads(Path(i.teacher_check).read_text()),
-                json.loads((Path(i.tokens) / "meta.json").read_text()), snakemake.params.config)
+                json.loads((Path(i.tokens) / "meta.json").read_text()), snakemake.params.config,
+                Path(snakemake.scriptdir))  # the workflow's checkout: its git commit is in the report

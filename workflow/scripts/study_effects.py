@@ -1,5 +1,5 @@
 """Δ_joint, Δ_grow and the interaction of every scale and seed, summarised per scale with 95% seed
-intervals and drawn against the student's parameters (normgrow.study)."""
+intervals and drawn against the student's parameters (normgrow.paper.study)."""
 
 import json
 from pathlib import Path
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pandas as pd
 
 from normgrow.logs import job_log
+from normgrow.paper.study import draw, markdown, scale_effects, seed_effects
 from normgrow.plan import student_parameters
-from normgrow.study import draw, markdown, scale_effects, seed_effects
 
 with job_log(snakemake.log[0]):
     frames = []

@@ -8,7 +8,7 @@ Table 1):
 - interaction = Δ_grow − Δ_joint.
 
 Each effect is summarised per scale by its mean over seeds with a 95% Student-t interval
-(normgrow.stats.mean_ci), and drawn against the student's parameters.
+(normgrow.paper.stats.mean_ci), and drawn against the student's parameters.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from normgrow.results import final_phases
-from normgrow.roles import by_role
-from normgrow.stats import mean_ci
+from normgrow.paper.document import Grid, to_markdown
+from normgrow.paper.results import final_phases
+from normgrow.paper.roles import by_role
+from normgrow.paper.stats import mean_ci
 
 EFFECTS = ("delta_joint", "delta_grow", "interaction")
 LABELS = {"delta_joint": "Δ_joint (post − pre, joint)", "delta_grow": "Δ_grow (post − pre, grow)",
@@ -27,7 +28,7 @@ LABELS = {"delta_joint": "Δ_joint (post − pre, joint)", "delta_grow": "Δ_gro
 
 
 def seed_effects(phases: pd.DataFrame, roles: dict[str, str]) -> pd.DataFrame:
-    """One row per seed: the final CE of each run of the 2 × 2 (found by role: normgrow.roles) and
+    """One row per seed: the final CE of each run of the 2 × 2 (found by role: normgrow.paper.roles) and
     the three effects."""
     final = final_phases(by_role(phases, roles)).pivot(index="seed", columns="run", values="ce")
     out = final[["pre-joint", "post-joint", "pre-grow", "post-grow"]].copy()
@@ -79,15 +80,14 @@ def draw(summary: pd.DataFrame, path: Path) -> list[Path]:
 
 def markdown(per_seed: pd.DataFrame, summary: pd.DataFrame) -> str:
     """The per-seed table and the per-scale summary (mean [95% interval])."""
-    lines = ["| scale | student parameters | seed | pre-joint | post-joint | pre-grow | post-grow | Δ_joint | Δ_grow | "
-             "interaction |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for _, r in per_seed.iterrows():
-        lines.append(f"| {r['scale']} | {r['student_parameters'] / 1e6:.2f}M | {r['seed']} | {r['pre-joint']:.4f} | "
-                     f"{r['post-joint']:.4f} | {r['pre-grow']:.4f} | {r['post-grow']:.4f} | {r['delta_joint']:+.4f} | "
-                     f"{r['delta_grow']:+.4f} | {r['interaction']:+.4f} |")
-    lines += ["", "| scale | seeds | Δ_joint | Δ_grow | interaction |", "|---|---|---|---|---|"]
+    runs = ["pre-joint", "post-joint", "pre-grow", "post-grow"]
+    effects = ["delta_joint", "delta_grow", "interaction"]
+    seeds = Grid(["scale", "student parameters", "seed", *runs, "Δ_joint", "Δ_grow", "interaction"],
+                 [[str(r["scale"]), f"{r['student_parameters'] / 1e6:.2f}M", str(r["seed"])]
+                  + [f"{r[run]:.4f}" for run in runs] + [f"{r[e]:+.4f}" for e in effects]
+                  for _, r in per_seed.iterrows()])
+    rows = []
     for scale, group in summary.groupby("scale", sort=False):
         cells = {r["effect"]: f"{r['mean']:+.4f} [{r['low']:+.4f}, {r['high']:+.4f}]" for _, r in group.iterrows()}
-        lines.append(f"| {scale} | {int(group['seeds'].iloc[0])} | {cells['delta_joint']} | {cells['delta_grow']} | "
-                     f"{cells['interaction']} |")
-    return "\n".join(lines) + "\n"
+        rows.append([str(scale), str(int(group["seeds"].iloc[0]))] + [cells[e] for e in effects])
+    return to_markdown([seeds, Grid(["scale", "seeds", "Δ_joint", "Δ_grow", "interaction"], rows)])

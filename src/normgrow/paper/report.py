@@ -5,8 +5,6 @@ commit and data hashes."""
 
 from __future__ import annotations
 
-import base64
-import html
 import importlib.metadata
 import json
 import subprocess
@@ -15,11 +13,14 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from normgrow import figures
-from normgrow.claims import NOT_CHECKED, check_claims
-from normgrow.regime import leaves_regime, regime
-from normgrow.roles import by_role, run_roles
-from normgrow.tables import Results, Table, build_tables, paper_reference, placements_with_roles
+from normgrow.paper import figures
+from normgrow.paper.claims import NOT_CHECKED, check_claims
+from normgrow.paper.document import STATUSES, Block, Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
+from normgrow.paper.reference import paper_reference
+from normgrow.paper.regime import leaves_regime, regime
+from normgrow.paper.results import Results
+from normgrow.paper.roles import by_role, run_roles
+from normgrow.paper.tables import build_tables, placements_with_roles
 
 PAPER_SCALE = {"teacher": "Qwen3-8B-Base (36 layers, hidden 4096, vocab 151,936)",
                "student": "K=3 blocks × L=3 layers", "steps per phase": "50,000",
@@ -61,7 +62,8 @@ def git_commit(directory: Path) -> str:
         return "unknown (not a git checkout)"
 
 
-def provenance(data: dict, repo: Path) -> dict:
+def provenance(data: dict, workflow_dir: Path | None) -> dict:
+    """Package versions, data hashes and the git commit of the workflow's checkout (when given)."""
     versions = {}
     for name in PACKAGES:
         try:
@@ -72,7 +74,8 @@ def provenance(data: dict, repo: Path) -> dict:
     source = data["corpus"]["source"]
     if "sha256" in source:
         hashes["corpus file SHA-256"] = source["sha256"]
-    return {"git commit": git_commit(repo), "packages": versions, "data": hashes}
+    commit = "unknown (no workflow directory given)" if workflow_dir is None else git_commit(workflow_dir)
+    return {"git commit": commit, "packages": versions, "data": hashes}
 
 
 def final_reports(diagnostics: list[Path], roles: dict[str, str]) -> dict[str, dict]:
@@ -111,7 +114,7 @@ def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Pa
 
 
 def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], teacher: dict, data: dict,
-                config: dict, repo: Path | None = None) -> None:
+                config: dict, workflow_dir: Path | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     roles = run_roles(config)  # tables, claims and figures pick runs by role, not by name
     frames = {name: by_role(read_metric(path), roles) for name, path in metrics.items()}
@@ -127,18 +130,21 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
                "regime": properties, "outside": leaves_regime(properties), "not_built": not_built,
                "claims": claims, "margin": margin, "tables": tables,
                "figures": [p for p in figure_paths if p.suffix == ".png"], "config": config,
-               "provenance": provenance(data, repo or Path(__file__).resolve().parents[2])}
-    (out / "report.md").write_text(markdown_report(context))
-    (out / "index.html").write_text(html_report(context, out))
+               "provenance": provenance(data, workflow_dir)}
+    document = report_document(context)
+    (out / "report.md").write_text(to_markdown(document))
+    (out / "index.html").write_text(to_html(document, "normgrow report", out))
     print(f"wrote {len(tables)} tables, {len(figure_paths)} figure files and the report to {out}")
 
 
+INTRO = ("This run's numbers beside the paper's. Columns marked \"(paper)\" are the paper's reported values; "
+         "everything else was measured by this workflow.")
 SCALE_WARNING = ("This run is far smaller than the paper's setting (see the scale table): its numbers test "
                  "the pipeline and show what happens at this scale; they are not expected to match the "
                  "paper's values, and verdicts below describe this run only.")
 VERDICT_NOTE = ("Verdicts: with several seeds, decided by the 95% interval of the paired difference; with one "
                 "seed, by the point estimate (no significance). Equivalence margin m = {margin} nats.")
-REGIME_NOTE = ("The properties that make a run speak to the paper's claims (normgrow.regime), measured on this "
+REGIME_NOTE = ("The properties that make a run speak to the paper's claims (normgrow.paper.regime), measured on this "
                "run; a property with a condition is in or out of the paper's regime.")
 OUTSIDE_NOTE = ("This run leaves the paper's regime ({names}): its verdicts describe this run only and cannot "
                 "speak to the paper's claims.")
@@ -154,88 +160,34 @@ def verdict_text(claim, outside: bool) -> str:
     return claim.verdict + (" (1 seed)" if claim.seeds == 1 else "") + (" (outside the regime)" if outside else "")
 
 
-def markdown_report(c: dict) -> str:
-    lines = ["# normgrow report", "", "This run's numbers beside the paper's. Columns marked *(paper)* are "
-             "the paper's reported values; everything else was measured by this workflow.", ""]
+def report_document(c: dict) -> list[Block]:
+    """The report as one document (normgrow.paper.document), rendered to report.md and index.html."""
+    blocks: list[Block] = [Heading("normgrow report", 1), Paragraph(INTRO)]
     if c["far"]:
-        lines += [f"> **Warning.** {SCALE_WARNING}", ""]
-    lines += ["## Scale", "", "| | this run | paper |", "|---|---|---|"]
-    lines += [f"| {k} | {c['scale'][k]} | {PAPER_SCALE[k]} |" for k in PAPER_SCALE] + [""]
-    lines += ["## Regime", "", REGIME_NOTE, "", "| property | paper | this run | condition | status |",
-              "|---|---|---|---|---|"]
-    lines += [f"| {p.name} | {p.paper} | {p.ours} | {p.condition} | {regime_status(p)} |" for p in c["regime"]]
-    lines += [""] + ([f"> **Outside the regime.** {OUTSIDE_NOTE.format(names='; '.join(c['outside']))}", ""]
-                     if c["outside"] else [])
-    lines += ["## Claims", "", VERDICT_NOTE.format(margin=c["margin"]), "",
-              "| claim | paper | this run | verdict |", "|---|---|---|---|"]
-    lines += [f"| {cl.name} | {cl.paper} | {cl.ours} | **{verdict_text(cl, bool(c['outside']))}** |"
-              for cl in c["claims"]] + [""]
-    lines += ["## Tables", ""] + [t.markdown() for t in c["tables"]]
-    if c["not_built"]:
-        lines += ["Not built by this configuration:", ""]
-        lines += [f"- {name}: {why}" for name, why in c["not_built"].items()] + [""]
-    lines += ["## Figures", ""] + [f"![{p.stem}](figures/{p.name})\n" for p in c["figures"]]
-    lines += ["## Provenance", "", f"- git commit: `{c['provenance']['git commit']}`"]
-    lines += [f"- {k}: {v}" for k, v in c["provenance"]["packages"].items()]
-    lines += [f"- {k}: `{v}`" for k, v in c["provenance"]["data"].items()]
-    lines += ["", "## Configuration", "", "```yaml", yaml.safe_dump(c["config"], sort_keys=False).rstrip(), "```", ""]
-    return "\n".join(lines)
-
-
-CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}td,th{border:1px solid #ccc;padding:3px 8px}
-th{background:#f3f3f3}.agrees{color:#006d2c;font-weight:bold}.disagrees{color:#b30000;font-weight:bold}
-.inconclusive{color:#8a6d00;font-weight:bold}
-.warning{background:#fff4ce;border-left:4px solid #e0a800;padding:0.6em 1em}
-img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f6f6;padding:1em;overflow:auto}"""
-
-
-def _html_table(table: Table) -> str:
-    note = f"<p><em>{html.escape(table.note)}</em></p>" if table.note else ""
-    return (f"<h3>{html.escape(table.title)}</h3>" + table.display().rename_axis(None).to_html(border=0, escape=True)
-            + note)
-
-
-def html_report(c: dict, out: Path) -> str:
-    """One self-contained page: figures are embedded as data URIs."""
-    e = html.escape
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>normgrow report</title>",
-             f"<style>{CSS}</style></head><body><h1>normgrow report</h1>",
-             "<p>This run's numbers beside the paper's. Columns marked <em>(paper)</em> are the paper's reported "
-             "values; everything else was measured by this workflow.</p>"]
-    if c["far"]:
-        parts.append(f"<p class='warning'><strong>Warning.</strong> {e(SCALE_WARNING)}</p>")
-    parts.append("<h2>Scale</h2><table><tr><th></th><th>this run</th><th>paper</th></tr>")
-    parts += [f"<tr><td>{e(k)}</td><td>{e(c['scale'][k])}</td><td>{e(PAPER_SCALE[k])}</td></tr>"
-              for k in PAPER_SCALE]
-    parts.append(f"</table><h2>Regime</h2><p>{e(REGIME_NOTE)}</p><table><tr><th>property</th><th>paper</th>"
-                 "<th>this run</th><th>condition</th><th>status</th></tr>")
-    parts += [f"<tr><td>{e(p.name)}</td><td>{e(p.paper)}</td><td>{e(p.ours)}</td><td>{e(p.condition)}</td>"
-              f"<td class='{'inconclusive' if p.in_regime is None else 'agrees' if p.in_regime else 'disagrees'}'>"
-              f"{e(regime_status(p))}</td></tr>" for p in c["regime"]]
-    parts.append("</table>")
+        blocks.append(Paragraph(SCALE_WARNING, "warning", "Warning."))
+    blocks += [Heading("Scale"),
+               Grid(["", "this run", "paper"], [[k, c["scale"][k], PAPER_SCALE[k]] for k in PAPER_SCALE])]
+    blocks += [Heading("Regime"), Paragraph(REGIME_NOTE),
+               Grid(["property", "paper", "this run", "condition", "status"],
+                    [[p.name, p.paper, p.ours, p.condition, regime_status(p)] for p in c["regime"]],
+                    [None if p.in_regime is None else "agrees" if p.in_regime else "disagrees" for p in c["regime"]])]
     if c["outside"]:
-        parts.append(f"<p class='warning'><strong>Outside the regime.</strong> "
-                     f"{e(OUTSIDE_NOTE.format(names='; '.join(c['outside'])))}</p>")
-    parts.append(f"<h2>Claims</h2><p>{e(VERDICT_NOTE.format(margin=c['margin']))}</p>"
-                 "<table><tr><th>claim</th><th>paper</th><th>this run</th><th>verdict</th></tr>")
-    for cl in c["claims"]:
-        parts.append(f"<tr><td>{e(cl.name)}</td><td>{e(cl.paper)}</td><td>{e(cl.ours)}</td>"
-                     f"<td class='{cl.verdict}'>{e(verdict_text(cl, bool(c['outside'])))}</td></tr>")
-    parts.append("</table><h2>Tables</h2>")
-    parts += [_html_table(t) for t in c["tables"]]
+        blocks.append(Paragraph(OUTSIDE_NOTE.format(names="; ".join(c["outside"])), "warning", "Outside the regime."))
+    blocks += [Heading("Claims"), Paragraph(VERDICT_NOTE.format(margin=c["margin"])),
+               Grid(["claim", "paper", "this run", "verdict"],
+                    [[cl.name, cl.paper, cl.ours, verdict_text(cl, bool(c["outside"]))] for cl in c["claims"]],
+                    [cl.verdict if cl.verdict in STATUSES else None for cl in c["claims"]])]
+    blocks.append(Heading("Tables"))
+    for table in c["tables"]:
+        blocks += table.blocks()
     if c["not_built"]:
-        parts.append("<p>Not built by this configuration:</p><ul>")
-        parts += [f"<li>{e(name)}: {e(why)}</li>" for name, why in c["not_built"].items()]
-        parts.append("</ul>")
-    parts.append("<h2>Figures</h2>")
-    for path in c["figures"]:
-        data = base64.b64encode((out / "figures" / path.name).read_bytes()).decode()
-        parts.append(f"<figure><img alt='{e(path.stem)}' src='data:image/png;base64,{data}'>"
-                     f"<figcaption>{e(path.stem)} (PDF beside it in figures/)</figcaption></figure>")
+        blocks += [Paragraph("Not built by this configuration:"),
+                   Items([(name, why, False) for name, why in c["not_built"].items()])]
+    blocks.append(Heading("Figures"))
+    blocks += [Figure(Path("figures") / p.name, f"{p.stem} (PDF beside it in figures/)") for p in c["figures"]]
     p = c["provenance"]
-    parts.append(f"<h2>Provenance</h2><ul><li>git commit: <code>{e(p['git commit'])}</code></li>")
-    parts += [f"<li>{e(k)}: {e(v)}</li>" for k, v in {**p["packages"], **p["data"]}.items()]
-    parts.append("</ul><h2>Configuration</h2><pre>" + e(yaml.safe_dump(c["config"], sort_keys=False)) + "</pre>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    blocks += [Heading("Provenance"),
+               Items([("git commit", p["git commit"], True)] + [(k, v, False) for k, v in p["packages"].items()]
+                     + [(k, v, True) for k, v in p["data"].items()]),
+               Heading("Configuration"), Code(yaml.safe_dump(c["config"], sort_keys=False), "yaml")]
+    return blocks

@@ -75,7 +75,7 @@ def final_phases(phases: pd.DataFrame) -> pd.DataFrame:
 def collect_transitions(phases: pd.DataFrame, train_logs: dict[tuple[str, int, int], Path]) -> pd.DataFrame:
     """Table A4 rows: one per block-appending transition (a phase with more active blocks than the
     phase before it) of every run and seed. `train_logs` maps (run, seed, phase) to its train.csv."""
-    from normgrow.transitions import transition_metrics
+    from normgrow.paper.transitions import transition_metrics
 
     rows = []
     for (run, seed), group in phases.sort_values("phase").groupby(["run", "seed"]):
@@ -104,3 +104,37 @@ def collect_diagnostics(paths: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
         for block in report.get("blocks", []):
             removal_rows.append({**key, **block})
     return pd.DataFrame(rms_rows), pd.DataFrame(removal_rows)
+
+
+class NotBuilt(Exception):
+    """A table or claim this configuration cannot build; the message says why."""
+
+
+class Results:
+    """Per-seed access to the collected results of one workflow run."""
+
+    def __init__(self, phases: pd.DataFrame, transitions: pd.DataFrame | None = None,
+                 removal: pd.DataFrame | None = None, config: dict | None = None, rms: pd.DataFrame | None = None):
+        self.phases = phases
+        self.final = final_phases(phases)
+        self.runs = set(phases["run"])
+        self.transitions = pd.DataFrame() if transitions is None else transitions
+        self.removal = pd.DataFrame() if removal is None else removal
+        self.rms = pd.DataFrame() if rms is None else rms
+        self.config = config or {}
+
+    def has(self, *runs: str) -> bool:
+        return all(r in self.runs for r in runs)
+
+    def require(self, *runs: str) -> None:
+        """Raise NotBuilt naming the runs of `runs` this configuration did not build."""
+        missing = [r for r in runs if r not in self.runs]
+        if missing:
+            raise NotBuilt(f"needs the runs {', '.join(missing)}")
+
+    def final_metric(self, run: str, metric: str = "ce") -> pd.Series:
+        return self.final[self.final["run"] == run].set_index("seed")[metric].sort_index()
+
+    def phase_metric(self, run: str, phase: int, metric: str = "ce") -> pd.Series:
+        rows = self.phases[(self.phases["run"] == run) & (self.phases["phase"] == phase)]
+        return rows.set_index("seed")[metric].sort_index()

@@ -2,7 +2,7 @@
 to the paper's claims.
 
 Each property is computed from the config, the teacher check, the token metadata and the logged
-phases, and set beside the paper's value (from paper_reference.yaml, `regime`). A property with a
+phases, and set beside the paper's value (from reference.yaml, `regime`). A property with a
 condition is *in* or *out* of regime; the others are shown for comparison only:
 
 - student depth / teacher depth S/T = K·L / T (paper 9 / 36 = 0.25): in regime when ≤ 1/3;

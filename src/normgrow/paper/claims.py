@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from normgrow.stats import mean_ci
-from normgrow.tables import paper_reference
+from normgrow.paper.reference import paper_reference
+from normgrow.paper.stats import mean_ci
 
 AGREES, DISAGREES, INCONCLUSIVE = "agrees", "disagrees", "inconclusive"
 NOT_CHECKED = "not checked"  # the configuration did not build what the claim needs

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from normgrow.results import final_phases
-from normgrow.stats import mean_ci
+from normgrow.paper.document import Block, Grid, Heading, Paragraph, to_markdown
+from normgrow.paper.reference import paper_reference
+from normgrow.paper.results import NotBuilt, Results
+from normgrow.paper.stats import mean_ci
 
 LATEX_REPLACEMENTS = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "_": "\\_", "#": "\\#",
                       "Δ": "$\\Delta$", "±": "$\\pm$", "→": "$\\to$", "↓": "$\\downarrow$", "−": "$-$",
@@ -26,15 +26,6 @@ LATEX_REPLACEMENTS = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "_": "\
 
 def latex_escape(text: str) -> str:
     return "".join(LATEX_REPLACEMENTS.get(ch, ch) for ch in str(text))
-
-
-def paper_reference() -> dict:
-    """The paper's reported numbers (the one reference file, for side-by-side display only)."""
-    return yaml.safe_load(resources.files("normgrow").joinpath("paper_reference.yaml").read_text())
-
-
-class NotBuilt(Exception):
-    """A table or claim this configuration cannot build; the message says why."""
 
 
 @dataclass
@@ -103,9 +94,13 @@ class Table:
         wide.index.name = ""
         return wide
 
+    def blocks(self) -> list[Block]:
+        """The table as a document: title, grid, and its note under it."""
+        note = [Paragraph(self.note, "note")] if self.note else []
+        return [Heading(self.title, 3), Grid.from_frame(self.display()), *note]
+
     def markdown(self) -> str:
-        note = f"\n*{self.note}*\n" if self.note else ""
-        return f"**{self.title}**\n\n" + self.display().to_markdown(disable_numparse=True) + "\n" + note
+        return to_markdown(self.blocks())
 
     def latex(self) -> str:
         """A booktabs table."""
@@ -133,36 +128,6 @@ class Table:
 def is_difference(row: str) -> bool:
     """Rows of paired differences (Δ, interaction), shown with a sign and a 95% interval."""
     return row.startswith(("Δ", "Interaction"))
-
-
-class Results:
-    """Per-seed access to the collected results of one workflow run."""
-
-    def __init__(self, phases: pd.DataFrame, transitions: pd.DataFrame | None = None,
-                 removal: pd.DataFrame | None = None, config: dict | None = None, rms: pd.DataFrame | None = None):
-        self.phases = phases
-        self.final = final_phases(phases)
-        self.runs = set(phases["run"])
-        self.transitions = pd.DataFrame() if transitions is None else transitions
-        self.removal = pd.DataFrame() if removal is None else removal
-        self.rms = pd.DataFrame() if rms is None else rms
-        self.config = config or {}
-
-    def has(self, *runs: str) -> bool:
-        return all(r in self.runs for r in runs)
-
-    def require(self, *runs: str) -> None:
-        """Raise NotBuilt naming the runs of `runs` this configuration did not build."""
-        missing = [r for r in runs if r not in self.runs]
-        if missing:
-            raise NotBuilt(f"needs the runs {', '.join(missing)}")
-
-    def final_metric(self, run: str, metric: str = "ce") -> pd.Series:
-        return self.final[self.final["run"] == run].set_index("seed")[metric].sort_index()
-
-    def phase_metric(self, run: str, phase: int, metric: str = "ce") -> pd.Series:
-        rows = self.phases[(self.phases["run"] == run) & (self.phases["phase"] == phase)]
-        return rows.set_index("seed")[metric].sort_index()
 
 
 def table1(r: Results, ref: dict) -> Table:
@@ -321,7 +286,7 @@ def tableA4(r: Results, ref: dict) -> Table:
               note="AUC (mean) = mean excess training loss over the window (2% / 10% of a phase: the paper's 1k / "
                    "5k of 50k steps), the paper-comparable column: the paper's post-norm AUC5k < AUC1k while its "
                    "loss recovers only after ~19k steps fits the mean, not the area. AUC (sum) is the area, in "
-                   "loss × thousand paper-equivalent steps (normgrow.transitions).")
+                   "loss × thousand paper-equivalent steps (normgrow.paper.transitions).")
     rows = r.transitions[r.transitions["run"].isin(["pre-grow", "post-grow"])]
     paper_keys = {1: "50k", 2: "100k"}
     for phase in sorted(rows["phase"].unique()):
