@@ -237,7 +237,8 @@ def test_diagnostics_of_every_diagnosed_placement_at_the_final_checkpoint():
                 key = {"run": run, "seed": seed, "phase": 2, "global_step": step, "placement": run.split("-")[0]}
                 for b in range(3):
                     for tokens, extra in (("all", 0.0), ("structural", 50.0)):
-                        rms.append({**key, "boundary": b, "tokens": tokens, "mean": factor * scale * (b + 1) + extra})
+                        rms.append({**key, "boundary": b, "tokens": tokens, "mean": factor * scale * (b + 1) + extra,
+                                    "std": 1.0})
                 for block in range(2):
                     removal.append({**key, "block": block, "delta_ce": factor * scale * 0.1 * (block + 1),
                                     "angular_distance": 0.1})
@@ -250,3 +251,19 @@ def test_diagnostics_of_every_diagnosed_placement_at_the_final_checkpoint():
     assert "pre-joint" not in {row for row, _ in frame.index} and "pre" in {row for row, _ in frame.index}
     with pytest.raises(NotBuilt, match="diagnostics"):
         tableP2(Results(fixture()), ref())
+
+
+def test_fig4_has_a_column_per_diagnosed_grow_run(tmp_path, monkeypatch):
+    """Fig. 4 draws pre-grow and post-grow first, then every other diagnosed grow run; no joint run."""
+    key = {"seed": 1, "phase": 0, "global_step": 10, "tokens": "all", "boundary": 0, "mean": 1.0, "std": 0.1}
+    rms = pd.DataFrame([{**key, "run": run, "placement": run.split("-")[0]}
+                        for run in ("sandwich-grow", "post-grow", "pre-grow", "pre-joint")])
+    titles = []
+
+    def record(fig, directory, name):
+        titles.extend(ax.get_title() for ax in fig.axes if ax.get_title())
+        return []
+
+    monkeypatch.setattr(figures, "save", record)
+    figures.boundary_rms(rms, fixture(), tmp_path)
+    assert titles == ["pre-grow", "post-grow", "sandwich-grow"]

@@ -139,30 +139,34 @@ def crossover(phases: pd.DataFrame, directory: Path) -> list[Path]:
 
 
 def boundary_rms(rms: pd.DataFrame, phases: pd.DataFrame, directory: Path) -> list[Path]:
-    """Fig. 4: per-token RMS across growth at every block boundary (grow runs): mean (top) and
+    """Fig. 4: per-token RMS across growth at every block boundary, one column per diagnosed grow
+    run (pre-grow and post-grow as in the paper, then any other placement's): mean (top) and
     standard deviation across tokens (bottom); dotted lines at block appending."""
-    rows = rms[(rms["tokens"] == "all") & rms["run"].isin(["pre-grow", "post-grow"])]
+    rows = rms[rms["tokens"] == "all"]
+    diagnosed = set(rows["run"])
+    runs = [r for r in ("pre-grow", "post-grow") if r in diagnosed]
+    runs += sorted(r for r in diagnosed if r.endswith("-grow") and r not in runs)
     boundaries = sorted(rows["boundary"].unique())
     with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(2, 2, figsize=(7.2, 5.0), sharex=True)
-        for col, placement in enumerate(("pre", "post")):
-            run_rows = rows[rows["placement"] == placement]
+        fig, axes = plt.subplots(2, len(runs), figsize=(3.6 * len(runs), 5.0), sharex=True, squeeze=False)
+        for col, run in enumerate(runs):
+            run_rows = rows[rows["run"] == run]
             for b in boundaries:
                 stats_rows = run_rows[run_rows["boundary"] == b]
                 style = {"color": plt.cm.viridis(b / max(1, len(boundaries) - 1)), "marker": ".",
                          "label": "embedding out" if b == 0 else f"after block {b - 1}"}
                 for row, stat in enumerate(("mean", "std")):
                     band(axes[row, col], stats_rows, stat, style)
-            ends = phases[phases["run"] == f"{placement}-grow"].groupby("phase")["global_step"].max().iloc[:-1]
+            ends = phases[phases["run"] == run].groupby("phase")["global_step"].max().iloc[:-1]
             for ax in axes[:, col]:
                 for step in ends:
                     ax.axvline(step, color="grey", linestyle=":", linewidth=1)
                 ax.set_yscale("log")
-            axes[0, col].set_title(f"{placement}-grow")
+            axes[0, col].set_title(run)
             axes[1, col].set_xlabel("training step (global)")
         axes[0, 0].set_ylabel("per-token RMS: mean")
         axes[1, 0].set_ylabel("per-token RMS: std across tokens")
-        axes[0, 1].legend(fontsize=7)
+        axes[0, -1].legend(fontsize=7)
         fig.suptitle("Block-boundary RMS across growth (diagnostic batch, log scale)")
         fig.tight_layout()
         return save(fig, directory, "fig4_boundary_rms")

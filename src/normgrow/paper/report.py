@@ -102,9 +102,11 @@ def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Pa
         paths += figures.grow_validation(frames["evals"], frames["phases"], fig_dir)
         rms = frames["boundary_rms"]
         if not rms.empty and {"pre-grow", "post-grow"} <= set(rms["run"]):
-            paths += figures.boundary_rms(rms, frames["phases"], fig_dir)
             paths += figures.token_types(rms, fig_dir)
             paths += figures.rms_distributions(final_reports(diagnostics, roles), fig_dir)
+    rms = frames["boundary_rms"]
+    if not rms.empty and any(run.endswith("-grow") for run in rms["run"]):
+        paths += figures.boundary_rms(rms, frames["phases"], fig_dir)
     if not frames["block_removal"].empty:
         paths += figures.block_removal(frames["block_removal"], fig_dir)
     others = placements_with_roles(results)
