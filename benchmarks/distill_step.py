@@ -38,12 +38,20 @@ MFU = FLOPs / time / peak, where
 the last term is causal attention, scores and values, over rows of n tokens; activation
 recomputation is not counted), and for the loss alone 8·V·H·positions. The peak is `--peak-tflops`,
 or on a GPU the dense bf16 peak of the card, known for H100, H200 and A100.
+
+With `--write DOC` it also writes a Markdown table (per shape: the full step, compiled if measured,
+and KD + CE alone, naive against ours, with the ratios) into DOC's block marked with this command
+(benchmarks/docs_block.py), under a line naming the command, the device (GPU, or CPU cores), torch's
+version, the date, the load average at the start, the wall time and the largest process's memory:
+
+    python benchmarks/distill_step.py --shapes embedded --reps 10 --write docs/performance.md
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -54,6 +62,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ["naive", "ours", "ours-compiled", "loss-naive", "loss-ours"]
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}  # dense bf16 per GPU (NVIDIA datasheets)
+LOSS_CHUNK = 256  # positions per chunk of the fused KD + CE alone (loss-ours)
 OPTIMIZER = {"lr": 1e-4, "min_lr": 1e-6, "warmup_fraction": 0.015, "betas": (0.9, 0.95), "eps": 1e-8,
              "weight_decay": 0.0, "grad_clip": 0.5}  # the paper's (train.* of configs/paper.yaml)
 
@@ -182,7 +191,7 @@ def loss_step(s: dict, variant: str, device):
 
     def step():
         if variant == "loss-ours":
-            terms = fused_objective(objective, hidden, head, teacher_hidden, t_head, labels, chunk=256)
+            terms = fused_objective(objective, hidden, head, teacher_hidden, t_head, labels, chunk=LOSS_CHUNK)
         else:
             terms = objective(hidden @ head.T, teacher_hidden @ t_head.T, labels)
         terms["total"].backward()
@@ -312,6 +321,51 @@ def row(r: dict, peak: float | None, baseline: dict | None) -> str:
     return line
 
 
+PARTS = [("full step", "naive", "ours"), ("full step, `train.compile: true`", "naive", "ours-compiled"),
+         ("KD + CE alone", "loss-naive", "loss-ours")]
+
+
+def cell(r: dict | None, peak: float | None) -> str:
+    """A variant's measurement in the Markdown table."""
+    if r is None:
+        return "–"
+    if r.get("oom"):
+        return "out of memory"
+    mfu = f", MFU {r['flops'] / r['seconds'] / (peak * 1e12):.1%}" if peak else ""
+    return f"{r['seconds']:.4g} s, {r['tokens'] / r['seconds']:,.0f} tok/s, {r['peak_mb']:,.0f} MB{mfu}"
+
+
+def ratios(naive: dict | None, ours: dict | None) -> list[str]:
+    """Speed ours/naive (naive time ÷ ours) and peak memory ours/naive."""
+    if naive is None or ours is None:
+        return ["–", "–"]
+    if naive.get("oom") or ours.get("oom"):
+        return ["naive out of memory" if naive.get("oom") else "out of memory"] * 2
+    return [f"{naive['seconds'] / ours['seconds']:.2f}×", f"{ours['peak_mb'] / max(naive['peak_mb'], 1e-9):.2f}×"]
+
+
+def markdown(results: dict[str, dict[str, dict]], peak: float | None) -> list[str]:
+    """The table of `results` (shape → variant → measurement): a row per part measured."""
+    lines = ["| shape | part | naive | ours | speed ours/naive | peak memory ours/naive |", "|---|---|---|---|---|---|"]
+    for name, measured in results.items():
+        for part, naive, ours in PARTS:
+            if ours not in measured and (naive not in measured or ours == "ours-compiled"):
+                continue  # the naive step is shown with `ours`; `ours-compiled` has its own row
+            if naive.startswith("loss"):
+                s = shape(name)
+                part += (f", {s['loss_positions']:,} positions × vocabulary {s['teacher']['vocab_size']:,}, "
+                         f"hidden {s.get('loss_hidden', s['teacher']['hidden_size']):,}, chunks of {LOSS_CHUNK}")
+            row_cells = [name, part, cell(measured.get(naive), peak), cell(measured.get(ours), peak),
+                         *ratios(measured.get(naive), measured.get(ours))]
+            lines.append("| " + " | ".join(row_cells) + " |")
+    return lines
+
+
+def duration(seconds: float) -> str:
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", nargs="+", default=["embedded", "paper-shape"], choices=SHAPES)
@@ -320,12 +374,23 @@ def main() -> None:
                         choices=VARIANTS, help="ours-compiled: ours with train.compile (slow to compile on CPU)")
     parser.add_argument("--peak-tflops", type=float,
                         help="the device's peak, TFLOP/s (default: known GPUs' dense bf16 peak; no MFU on CPU)")
+    parser.add_argument("--write", metavar="DOC", help="also write the Markdown table into DOC's block marked with "
+                                                       "this command (see benchmarks/docs_block.py)")
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant:  # child process: one measurement, printed as JSON
         print(json.dumps(run_variant(args.shape, args.variant, args.reps)))
         return
+    if args.write:  # before measuring: a missing or duplicated block costs no run
+        import docs_block
+
+        command = docs_block.invocation(__file__, sys.argv[1:])
+        try:
+            docs_block.check(args.write, command)
+        except docs_block.BlockError as error:
+            parser.error(str(error))
+    start, load = time.perf_counter(), os.getloadavg()[0]
     import torch
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
@@ -335,8 +400,9 @@ def main() -> None:
     print(f"device: {device}; " + (f"MFU against {peak} TFLOP/s" if peak else "no MFU (give --peak-tflops)"))
     print(f"{'shape':12} {'variant':13} {'step s':>9} {'tokens/s':>10} {'peak MB':>9} {'MFU':>7} "
           f"{'speed ours/naive':>17} {'memory ours/naive':>18}", flush=True)
+    measured = {}
     for name in args.shapes:
-        results = {}
+        results = measured[name] = {}
         for variant in args.variants:
             out = subprocess.run([sys.executable, __file__, "--shape", name, "--variant", variant,
                                   "--reps", str(args.reps)], capture_output=True, text=True)
@@ -346,6 +412,14 @@ def main() -> None:
             baseline = results.get("loss-naive" if variant.startswith("loss") else "naive") if "ours" in variant \
                 else None
             print(row(r, peak, baseline), flush=True)
+    if args.write:
+        largest_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e9
+        lead = (f"`{command}` on {docs_block.conditions(None if device == 'cpu' else device)}: median of "
+                f"{args.reps} steps after a warm-up, each variant in its own process; load average {load:.1f} at the "
+                f"start; {duration(time.perf_counter() - start)} in all, largest process {largest_gb:.1f} GB"
+                + (f"; MFU against {peak} TFLOP/s" if peak else "") + ":")
+        changed = docs_block.write(args.write, command, "\n".join([lead, "", *markdown(measured, peak)]))
+        print(f"{'wrote' if changed else 'unchanged:'} the block of `{command}` in {args.write}")
 
 
 if __name__ == "__main__":

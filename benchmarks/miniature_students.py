@@ -3,36 +3,79 @@ given runs of the embedded default with K=3 × L=1 blocks, phases of STEPS updat
 fraction WARMUP, and print each phase's final validation CE, KL and KD soft.
 
     python benchmarks/miniature_students.py TEACHER_DIR results/data/tokens OUT 0.2 100 1e-3 pre-grow post-grow
+
+With `--write DOC` it also writes the Markdown table of the phases into DOC's block marked with
+this command (benchmarks/docs_block.py), under a line naming the command, the CPU cores, torch's
+version and the date.
 """
 
+from __future__ import annotations
+
+import argparse
 import io
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-import yaml
-
-from normgrow.config import validate_config
-from normgrow.curriculum import Execution, phase_spec, run_phases
-from normgrow.trainer import run_phase
-
 REPO = Path(__file__).resolve().parents[1]
+HEADER = ["| run | phase | final CE | KL | KD soft | wall |", "|---|---|---|---|---|---|"]
 
-if __name__ == "__main__":
-    teacher, tokens, out, warmup, steps, lr, *runs = sys.argv[1:]
+
+def table_row(r: dict) -> str:
+    return f"| {r['run']} | {r['phase']} | {r['ce']:.3f} | {r['kl']:.3f} | {r['kd_soft']:.3f} | {r['wall_s']:.0f} s |"
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("teacher", help="a saved teacher (benchmarks/miniature_teachers.py's OUT/teacher-…)")
+    parser.add_argument("tokens", help="a finished run's results/data/tokens")
+    parser.add_argument("out", help="where the phases are written")
+    parser.add_argument("warmup", type=float, help="warm-up fraction of a phase")
+    parser.add_argument("steps", type=int, help="updates per phase")
+    parser.add_argument("lr", type=float, help="peak learning rate")
+    parser.add_argument("runs", nargs="+", metavar="RUN")
+    parser.add_argument("--write", metavar="DOC", help="also write the table into DOC's block marked with this "
+                                                       "command (see benchmarks/docs_block.py)")
+    args = parser.parse_args(argv)
+    if args.write:
+        import docs_block
+
+        command = docs_block.invocation(__file__, argv)
+        try:
+            docs_block.check(args.write, command)
+        except docs_block.BlockError as error:
+            parser.error(str(error))
+
+    import yaml
+
+    from normgrow.config import validate_config
+    from normgrow.curriculum import Execution, phase_spec, run_phases
+    from normgrow.trainer import run_phase
+
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["student"].update(blocks=3, layers_per_block=1)
-    config["train"].update(warmup_fraction=float(warmup), phase_steps=int(steps), lr=float(lr), eval_every=int(steps))
+    config["train"].update(warmup_fraction=args.warmup, phase_steps=args.steps, lr=args.lr, eval_every=args.steps)
     config = validate_config(config)
-    for run in runs:
+    results, load = [], os.getloadavg()[0]
+    for run in args.runs:
         previous = None
         for p in range(len(run_phases(config, run))):
             start = time.time()
-            folder = Path(out) / run / f"phase{p}"
-            state = run_phase(phase_spec(config, run, 42, p), Execution(threads=1), teacher, Path(tokens), previous,
-                              folder, log=io.StringIO())
+            folder = Path(args.out) / run / f"phase{p}"
+            state = run_phase(phase_spec(config, run, 42, p), Execution(threads=1), args.teacher, Path(args.tokens),
+                              previous, folder, log=io.StringIO())
             previous = folder
             final = state["final_eval"]
-            print(json.dumps({"run": run, "phase": p, "ce": final["ce"], "kl": final["kd"], "kd_soft": final["kd_soft"],
-                              "wall_s": round(time.time() - start, 1)}), flush=True)
+            results.append({"run": run, "phase": p, "ce": final["ce"], "kl": final["kd"], "kd_soft": final["kd_soft"],
+                            "wall_s": round(time.time() - start, 1)})
+            print(json.dumps(results[-1]), flush=True)
+    if args.write:
+        lead = f"`{command}` on {docs_block.conditions()} (1 thread; load average {load:.1f} at the start):"
+        changed = docs_block.write(args.write, command, "\n".join([lead, "", *HEADER, *map(table_row, results)]))
+        print(f"{'wrote' if changed else 'unchanged:'} the block of `{command}` in {args.write}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -3,25 +3,57 @@ LAYERS:STEPS:LR teacher of the embedded default's width on the tokens of a finis
 its validation CE and wall time.
 
     python benchmarks/miniature_teachers.py results/data OUT 9:1000:3e-3 12:1000:3e-3
+
+With `--write DOC` it also writes the Markdown table of the variants into DOC's block marked with
+this command (benchmarks/docs_block.py), under a line naming the command, the CPU cores, torch's
+version and the date.
 """
 
+from __future__ import annotations
+
+import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-import torch
-from transformers import AutoTokenizer
+HEADER = ["| teacher | pretraining steps | LR | wall | validation CE |", "|---|---|---|---|---|"]
 
-from normgrow.data import TokenStore
-from normgrow.teacher import check_teacher, pretrain_teacher, save_teacher
 
-if __name__ == "__main__":
-    data, out, *variants = sys.argv[1:]
+def table_row(r: dict) -> str:
+    return f"| {r['layers']} layers | {r['steps']:,} | {r['lr']:g} | {r['wall_s']:.0f} s | {r['validation_ce']:.3f} |"
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", help="a finished run's results/data (tokenizer, tokens)")
+    parser.add_argument("out", help="where the teachers are saved")
+    parser.add_argument("variants", nargs="+", metavar="LAYERS:STEPS:LR")
+    parser.add_argument("--write", metavar="DOC", help="also write the table into DOC's block marked with this "
+                                                       "command (see benchmarks/docs_block.py)")
+    args = parser.parse_args(argv)
+    if args.write:
+        import docs_block
+
+        command = docs_block.invocation(__file__, argv)
+        try:
+            docs_block.check(args.write, command)
+        except docs_block.BlockError as error:
+            parser.error(str(error))
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from normgrow.data import TokenStore
+    from normgrow.teacher import check_teacher, pretrain_teacher, save_teacher
+
+    data, out = Path(args.data), Path(args.out)
     torch.set_num_threads(2)
-    tokenizer = AutoTokenizer.from_pretrained(Path(data) / "tokenizer")
-    train, valid = TokenStore(Path(data) / "tokens" / "train"), TokenStore(Path(data) / "tokens" / "valid")
-    for variant in variants:
+    tokenizer = AutoTokenizer.from_pretrained(data / "tokenizer")
+    train, valid = TokenStore(data / "tokens" / "train"), TokenStore(data / "tokens" / "valid")
+    results, load = [], os.getloadavg()[0]
+    for variant in args.variants:
         layers, steps, lr = variant.split(":")
         spec = dict(hidden_size=128, num_hidden_layers=int(layers), num_attention_heads=4, num_key_value_heads=2,
                     head_dim=32, intermediate_size=384, max_position_embeddings=512, steps=int(steps), batch_size=16,
@@ -30,6 +62,16 @@ if __name__ == "__main__":
         model = pretrain_teacher(spec, tokenizer, train, 0, 42, open("/dev/null", "w"))
         wall = time.time() - start
         report = check_teacher(model, tokenizer, train, valid, 0, 8, 0.5, 4096)
-        save_teacher(model, tokenizer, Path(out) / f"teacher-L{layers}-s{steps}-lr{lr}")
-        print(json.dumps({"layers": int(layers), "steps": int(steps), "lr": float(lr), "wall_s": round(wall, 1),
-                          "validation_ce": report["validation_ce"]}), flush=True)
+        save_teacher(model, tokenizer, out / f"teacher-L{layers}-s{steps}-lr{lr}")
+        results.append({"layers": int(layers), "steps": int(steps), "lr": float(lr), "wall_s": round(wall, 1),
+                        "validation_ce": report["validation_ce"]})
+        print(json.dumps(results[-1]), flush=True)
+    if args.write:
+        lead = (f"`{command}` on {docs_block.conditions()} (2 threads; the wall time is pretraining alone; "
+                f"load average {load:.1f} at the start):")
+        changed = docs_block.write(args.write, command, "\n".join([lead, "", *HEADER, *map(table_row, results)]))
+        print(f"{'wrote' if changed else 'unchanged:'} the block of `{command}` in {args.write}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

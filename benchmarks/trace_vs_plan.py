@@ -4,26 +4,32 @@ training step (normgrow.trace) and the plan's total (normgrow.plan) at 1–16 do
 
     python benchmarks/trace_vs_plan.py configs/paper.yaml configs/teachers/qwen3-8b-base
     python benchmarks/trace_vs_plan.py configs/mid.yaml configs/teachers/qwen3-0.6b-base
+
+It prints the table row by row. With `--write DOC` it also writes, into DOC's block marked with
+this command (benchmarks/docs_block.py), a summary (plan ÷ trace per checkpointing setting) and the
+table, under a line naming the command, torch's and transformers' versions and the date. The trace
+runs on fake tensors: its numbers depend on the code and the library versions, not on the machine
+or its load.
 """
 
+from __future__ import annotations
+
+import argparse
 import sys
 from pathlib import Path
 
-from transformers import AutoConfig
-
-from normgrow.cli import read_configs
-from normgrow.plan import plan
-from normgrow.trace import GiB, Shape, trace_training
-
 REPO = Path(__file__).resolve().parents[1]
 SHAPES = [(8, 1), (8, 2), (8, 4), (8, 8), (8, 16), (1, 1), (1, 4)]
+HEADER = ["| checkpointing | GPUs | documents per rank | traced peak (GB) | plan (GB) | plan ÷ trace |",
+          "|---|---|---|---|---|---|"]
 
-if __name__ == "__main__":
-    config_file, teacher_dir = sys.argv[1:]
-    base = read_configs([REPO / "config.yaml", Path(config_file)])
-    teacher = AutoConfig.from_pretrained(teacher_dir)
-    print("| checkpointing | GPUs | documents per rank | traced peak (GB) | plan (GB) | plan ÷ trace |")
-    print("|---|---|---|---|---|---|")
+
+def measure(base: dict, teacher):
+    """Each shape's row: checkpointing, gpus, rows, traced and planned GB (trace and plan of `base`
+    with train.activation_checkpointing and train.batch_size changed)."""
+    from normgrow.plan import plan
+    from normgrow.trace import GiB, Shape, trace_training
+
     for checkpointing in (True, False):
         for gpus, rows in SHAPES:
             config = {**base, "train": {**base["train"], "activation_checkpointing": checkpointing,
@@ -31,5 +37,74 @@ if __name__ == "__main__":
             result = trace_training(config, teacher, Shape(gpus, rows, config["data"]["max_length"]))
             traced = (result["peak_gib"]["Total"] + result["teacher_gib"]) * GiB / 1e9
             planned = plan(config, teacher, gpus, 80)["total_gb"]
-            print(f"| {'on' if checkpointing else 'off'} | {gpus} | {rows} | {traced:.1f} | {planned:.1f} | "
-                  f"{planned / traced:.2f} |", flush=True)
+            yield dict(checkpointing=checkpointing, gpus=gpus, rows=rows, traced=traced, planned=planned)
+
+
+def table_row(r: dict) -> str:
+    return (f"| {'on' if r['checkpointing'] else 'off'} | {r['gpus']} | {r['rows']} | {r['traced']:.1f} | "
+            f"{r['planned']:.1f} | {r['planned'] / r['traced']:.2f} |")
+
+
+def ratio(r: dict) -> float:
+    return round(r["planned"] / r["traced"], 2)  # as the table prints it
+
+
+def summary(results: list[dict], setting: bool) -> list[str]:
+    """Plan ÷ trace per checkpointing setting: its range and the shape farthest from 1."""
+    lines = ["| checkpointing | plan ÷ trace | farthest from 1 |", "|---|---|---|"]
+    for checkpointing in (setting, not setting):
+        rs = [r for r in results if r["checkpointing"] == checkpointing]
+        if not rs:
+            continue
+        far = max(rs, key=lambda r: abs(ratio(r) - 1))
+        where = f"{far['gpus']} GPU{'s' if far['gpus'] > 1 else ''}, {far['rows']} document" + \
+            ("s" if far["rows"] > 1 else "") + " per rank"
+        label = ("on" if checkpointing else "off") + (" (the config's setting)" if checkpointing == setting else "")
+        lines.append(f"| {label} | {min(map(ratio, rs)):.2f}–{max(map(ratio, rs)):.2f} | "
+                     f"{ratio(far):.2f} ({where}) |")
+    return lines
+
+
+def block(command: str, results: list[dict], setting: bool) -> str:
+    """The Markdown written into the docs: the conditions, the summary and the table."""
+    from docs_block import conditions
+
+    return "\n".join([f"`{command}` (fake tensors; {conditions(libraries=('torch', 'transformers'))}):", "",
+                      *summary(results, setting), "", *HEADER, *map(table_row, results)])
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("config_file", help="merged over config.yaml")
+    parser.add_argument("teacher_dir", help="a directory with the teacher's config.json")
+    parser.add_argument("--write", metavar="DOC", help="also write the tables into DOC's block marked with this "
+                                                       "command (see benchmarks/docs_block.py)")
+    args = parser.parse_args(argv)
+    if args.write:
+        import docs_block
+
+        command = docs_block.invocation(__file__, argv)
+        try:
+            docs_block.check(args.write, command)
+        except docs_block.BlockError as error:
+            parser.error(str(error))
+
+    from transformers import AutoConfig
+
+    from normgrow.cli import read_configs
+
+    base = read_configs([REPO / "config.yaml", Path(args.config_file)])
+    teacher = AutoConfig.from_pretrained(args.teacher_dir)
+    print("\n".join(HEADER), flush=True)
+    results = []
+    for r in measure(base, teacher):
+        results.append(r)
+        print(table_row(r), flush=True)
+    if args.write:
+        changed = docs_block.write(args.write, command, block(command, results,
+                                                              base["train"]["activation_checkpointing"]))
+        print(f"{'wrote' if changed else 'unchanged:'} the block of `{command}` in {args.write}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

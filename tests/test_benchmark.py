@@ -32,17 +32,29 @@ def tiny_shape(**changes):
                    loss_chunk=5, precision="fp32", activation_checkpointing=False, loss_positions=16), **changes}
 
 
-def test_benchmark_prints_ratios_for_the_embedded_shape():
+def test_benchmark_prints_ratios_for_the_embedded_shape(tmp_path):
     command = [sys.executable, str(REPO / "benchmarks" / "distill_step.py"), "--shapes", "embedded", "--reps", "1"]
-    out = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True).stdout
+    doc = tmp_path / "performance.md"
+    written_by = "python benchmarks/distill_step.py --shapes embedded --reps 1"
+    marker = f"<!-- written by: {written_by} --write docs/performance.md -->"
+    doc.write_text(f"before\n\n{marker}\n\nold\n\n<!-- end of written block -->\n\nafter\n")
+    out = subprocess.run([*command, "--write", str(doc)], capture_output=True, text=True, timeout=600,
+                         check=True).stdout
     lines = out.splitlines()
     assert lines[0] == "device: cpu; no MFU (give --peak-tflops)"
-    rows = {line.split()[1]: line for line in lines[2:]}
+    rows = {line.split()[1]: line for line in lines[2:6]}
     assert set(rows) == {"naive", "ours", "loss-naive", "loss-ours"}
     for variant in ("ours", "loss-ours"):
         speed, memory = re.findall(r"(\d+\.\d+)x", rows[variant])
         assert float(speed) > 0 and float(memory) > 0
     assert float(re.findall(r"(\d+\.\d+)x", rows["loss-ours"])[1]) < 0.5  # no full-vocabulary logits
+    # --write: the same measurements as a Markdown table, in the doc's block and only there
+    written = doc.read_text()
+    assert written.startswith(f"before\n\n{marker}\n\n`{written_by}` on ")
+    assert written.endswith("<!-- end of written block -->\n\nafter\n") and "old" not in written
+    speed, memory = re.findall(r"(\d+\.\d+)x", rows["ours"])
+    assert f"| {speed}× | {memory}× |" in written
+    assert lines[6] == f"wrote the block of `{written_by}` in {doc}"
 
 
 def test_step_flops_count_every_matmul_and_causal_attention():

@@ -1,0 +1,137 @@
+"""Result tables in the docs are written by the benchmark commands they name (benchmarks/docs_block.py):
+a block is replaced between its markers only, rewriting it is idempotent, a missing, duplicated or
+unterminated block is refused with the file and the marker named, and every block in docs/*.md
+names a benchmark under benchmarks/ that has `--write` and writes into that very file."""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+import sys
+
+import pytest
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import docs_block  # noqa: E402
+
+COMMAND = "python benchmarks/trace_vs_plan.py configs/mid.yaml configs/teachers/qwen3-0.6b-base"
+MARKER = f"<!-- written by: {COMMAND} --write docs/cluster.md -->"
+OTHER = "<!-- written by: python benchmarks/trace_vs_plan.py configs/paper.yaml x --write docs/cluster.md -->"
+DOC = f"""# Title
+
+Before.
+
+{MARKER}
+
+| old | table |
+|---|---|
+| 1 | 2 |
+
+{docs_block.END}
+
+Between.
+
+{OTHER}
+
+kept
+
+{docs_block.END}
+
+After.
+"""
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_only_the_text_between_the_markers_is_replaced():
+    new = docs_block.replace(DOC, COMMAND, "| new |\n|---|\n| 3 |\n")
+    assert new == DOC.replace("| old | table |\n|---|---|\n| 1 | 2 |", "| new |\n|---|\n| 3 |")
+    assert "kept" in new and "old" not in new
+
+
+def test_the_block_is_found_without_its_write_argument():
+    # written into a copy elsewhere, or with --write=…: the same block
+    same = docs_block.replace(DOC, f"{COMMAND} --write /tmp/copy.md", "x")
+    assert same == docs_block.replace(DOC, COMMAND, "x")
+    assert docs_block.invocation("/anywhere/benchmarks/trace_vs_plan.py", [
+        "configs/mid.yaml", "--write=/tmp/c.md", "configs/teachers/qwen3-0.6b-base"]) == COMMAND
+
+
+def test_rewriting_is_idempotent(tmp_path):
+    doc = tmp_path / "cluster.md"
+    doc.write_text(DOC)
+    assert docs_block.write(doc, COMMAND, "| new |\n|---|\n")
+    once = doc.read_text()
+    assert not docs_block.write(doc, COMMAND, "| new |\n|---|\n")
+    assert doc.read_text() == once
+    assert docs_block.replace(once, COMMAND, "\n\n| new |\n|---|\n\n\n") == once  # surrounding blank lines too
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (DOC.replace(MARKER, MARKER.replace("mid.yaml", "ci.yaml")),
+     "no block marked '<!-- written by: python benchmarks/trace_vs_plan"),
+    (DOC + f"\n{MARKER}\n\n{docs_block.END}\n", "2 blocks marked '<!-- written by: python benchmarks/trace_vs_plan"),
+    (DOC.replace(docs_block.END, "", 1), "has no '<!-- end of written block -->' before the next marker"),
+    (DOC.replace(OTHER, ""), "1 '<!-- end of written block -->' without a"),
+])
+def test_a_missing_duplicated_or_unterminated_block_is_refused_naming_the_file(tmp_path, text, message):
+    doc = tmp_path / "cluster.md"
+    doc.write_text(text)
+    with pytest.raises(docs_block.BlockError, match=f"^{doc}: .*") as error:
+        docs_block.write(doc, COMMAND, "new")
+    assert message in str(error.value)
+    assert doc.read_text() == text  # nothing written
+
+
+def test_a_misspelt_command_is_refused_before_measuring(tmp_path):
+    doc = tmp_path / "cluster.md"
+    doc.write_text(DOC)
+    with pytest.raises(docs_block.BlockError, match="blocks of benchmarks/trace_vs_plan.py there") as error:
+        docs_block.check(doc, COMMAND.replace("mid", "mdi"))
+    assert "configs/mdi.yaml" in str(error.value)
+
+
+def written_blocks():
+    return [(doc.name, command) for doc in sorted((REPO / "docs").glob("*.md"))
+            for command, _, _ in docs_block.blocks(doc.read_text(), str(doc))]
+
+
+def test_every_block_in_the_docs_names_the_benchmark_command_that_writes_it():
+    found = written_blocks()
+    assert {"performance.md", "cluster.md"} <= {doc for doc, _ in found}
+    for doc, command in found:
+        words = shlex.split(command)
+        assert words[:1] == ["python"] and words[1].startswith("benchmarks/"), (doc, command)
+        script = REPO / words[1]
+        assert script.is_file(), f"{doc}: {command}: no {words[1]}"
+        assert '"--write"' in script.read_text(), f"{doc}: {command}: {words[1]} has no --write"
+        assert words[words.index("--write") + 1] == f"docs/{doc}", f"{doc}: {command} writes elsewhere"
+        docs_block.check(REPO / "docs" / doc, docs_block.invocation(words[1], words[2:]))  # run as written, finds it
+    assert len({(doc, tuple(docs_block.without_write(c))) for doc, c in found}) == len(found)  # one block each
+
+
+def test_the_benchmark_tables_are_built_from_the_measurements():
+    bench = load("distill_step")
+    naive = {"seconds": 2.0, "tokens": 100, "peak_mb": 200.0, "flops": 4e12}
+    ours = {"seconds": 1.0, "tokens": 100, "peak_mb": 50.0, "flops": 4e12}
+    lines = bench.markdown({"embedded": {"naive": naive, "ours": ours, "loss-naive": {"oom": True},
+                                         "loss-ours": ours}}, peak=None)
+    assert lines[2] == "| embedded | full step | 2 s, 50 tok/s, 200 MB | 1 s, 100 tok/s, 50 MB | 2.00× | 0.25× |"
+    assert lines[3].startswith("| embedded | KD + CE alone, 1,024 positions × vocabulary")
+    assert lines[3].endswith("| out of memory | 1 s, 100 tok/s, 50 MB | naive out of memory | naive out of memory |")
+    assert len(lines) == 4  # no compiled row unless ours-compiled was measured
+    assert "MFU 200.0%" in bench.markdown({"paper-shape": {"ours": ours}}, peak=2.0)[2]
+
+    trace = load("trace_vs_plan")
+    rows = [dict(checkpointing=c, gpus=g, rows=r, traced=10.0, planned=p)
+            for c, g, r, p in [(True, 8, 1, 9.7), (True, 1, 4, 10.8), (False, 1, 1, 11.3), (False, 8, 2, 10.2)]]
+    assert trace.summary(rows, setting=False) == [
+        "| checkpointing | plan ÷ trace | farthest from 1 |", "|---|---|---|",
+        "| off (the config's setting) | 1.02–1.13 | 1.13 (1 GPU, 1 document per rank) |",
+        "| on | 0.97–1.08 | 1.08 (1 GPU, 4 documents per rank) |"]
