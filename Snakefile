@@ -18,6 +18,11 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SOURCE, os.environ.ge
 configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
+# `snakemake --report report.zip` after a run: this description, then results/paper (rule paper) and
+# results/provenance (rule provenance) with the captions of workflow/report/.
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 
 
@@ -33,6 +38,7 @@ localrules:
     all,
     collect_metrics,
     paper,
+    provenance,
     run_index,
     trace,
 
@@ -49,4 +55,5 @@ include: "workflow/rules/trace.smk"
 rule all:
     input:
         "results/paper",
+        rules.provenance.output,  # also made by results/paper; listed for runs finished before it existed
     default_target: True

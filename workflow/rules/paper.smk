@@ -17,6 +17,30 @@ rule collect_metrics:
         "../scripts/collect_metrics.py"
 
 
+# The run's provenance (resolved config, software versions), built with the paper so that every
+# finished results/paper can be handed over with `snakemake --report report.zip`. It reruns when the
+# paper does (the science), not for execution settings.
+rule provenance:
+    output:
+        page=report("results/provenance/provenance.html", caption="../report/provenance.rst", category="Provenance",
+                    labels={"item": "provenance page", "shows": "software versions and resolved configuration"}),
+        config=report("results/provenance/config.yaml", caption="../report/config.rst", category="Provenance",
+                      labels={"item": "resolved configuration", "shows": "config.yaml (usable as --configfile)"}),
+        versions=report("results/provenance/versions.tsv", caption="../report/versions.rst", category="Provenance",
+                        labels={"item": "software versions", "shows": "Python, platform, git commit, packages"}),
+    params:
+        config=science_config(config),  # a rerun trigger only; the job writes the whole resolved config
+    log:
+        "logs/paper/provenance.log",
+    conda:
+        "../../envs/normgrow.yaml"
+    script:
+        "../scripts/provenance.py"
+
+
+# results/paper in the Snakemake report: our own index.html as the landing page (its directory, with
+# htmlindex), and every table and figure one by one (patterns on its subdirectory; the caption picks
+# the table's or figure's text by the pattern's {name}).
 rule paper:
     input:
         evals="results/metrics/evals.csv",
@@ -27,8 +51,16 @@ rule paper:
         diagnostics=all_diagnostics(),
         teacher_check="results/teacher/check.json",
         tokens="results/data/tokens",
+        provenance=rules.provenance.output,  # not read: it makes every results/paper reportable
     output:
-        directory("results/paper"),
+        report(directory("results/paper"), htmlindex="index.html", caption="../report/paper.rst",
+               category="Paper", labels={"item": "normgrow report (index.html)"}),
+        tables=report(directory("results/paper/tables"), patterns=["{name}.{format,csv|md|tex}"],
+                      caption="../report/tables.rst", category="Tables", subcategory=report_section,
+                      labels=report_labels),
+        figures=report(directory("results/paper/figures"), patterns=["{name}.{format,png|pdf}"],
+                       caption="../report/figures.rst", category="Figures", subcategory=report_section,
+                       labels=report_labels),
     params:
         config=science_config(config),  # execution settings rebuild nothing
     log:
