@@ -32,6 +32,7 @@ def tiny_shape(**changes):
                    loss_chunk=5, precision="fp32", activation_checkpointing=False, loss_positions=16), **changes}
 
 
+@pytest.mark.slow
 def test_benchmark_prints_ratios_for_the_embedded_shape(tmp_path):
     command = [sys.executable, str(REPO / "benchmarks" / "distill_step.py"), "--shapes", "embedded", "--reps", "1"]
     doc = tmp_path / "performance.md"

@@ -104,6 +104,7 @@ def test_two_ranks_match_one_process(setup):
     assert_matches_reference(setup, "two-ranks")
 
 
+@pytest.mark.slow
 def test_activation_checkpointing_gives_the_same_training(setup):
     config = json.loads((setup["root"] / "spec1.json").read_text())
     config["execution"]["activation_checkpointing"] = True
@@ -114,6 +115,7 @@ def test_activation_checkpointing_gives_the_same_training(setup):
     assert_matches_reference(setup, "checkpointing")
 
 
+@pytest.mark.slow
 def test_state_saved_by_two_ranks_resumes_with_one_and_with_two(setup):
     root = setup["root"]
     proc = train(setup, "preempted", ranks=2, fault="term@5")
@@ -131,6 +133,7 @@ def test_state_saved_by_two_ranks_resumes_with_one_and_with_two(setup):
         assert_matches_reference(setup, name)
 
 
+@pytest.mark.slow
 def test_a_batch_that_does_not_split_over_the_ranks_is_refused(setup):
     config = json.loads((setup["root"] / "spec1.json").read_text())
     config["spec"]["training"]["batch_size"] = 3
@@ -153,6 +156,7 @@ def test_multi_node_command_starts_one_torchrun_per_node_inside_srun():
     assert single[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
+@pytest.mark.slow
 def test_bf16_compute_keeps_fp32_weights_and_tracks_the_fp32_loss(setup):
     config = json.loads((setup["root"] / "spec1.json").read_text())
     config["spec"]["training"]["precision"] = "bf16"

@@ -18,7 +18,7 @@ from normgrow.data import collate
 from normgrow.diagnostics import diagnose
 from normgrow.family import PREFIXES, family
 from normgrow.student import BlockStackStudent
-from normgrow.trainer import run_phase
+from normgrow.trainer import train_phase
 
 
 def tiny_teacher(model_type: str, layers: int = 2):
@@ -74,13 +74,13 @@ def test_unsupported_family_is_refused_by_name():
 
 @pytest.mark.parametrize("model_type", list(PREFIXES))
 def test_trainer_and_diagnostics_take_any_family(workspace, tmp_path, model_type):
-    """One phase trained through `run_phase` from a saved teacher of the family (loaded by
+    """One phase trained through `train_phase` from a saved teacher of the family (loaded by
     `AutoModelForCausalLM`, as the workflow does), then diagnosed from its checkpoint."""
     teacher = tiny_teacher(model_type)
     teacher.save_pretrained(tmp_path / "teacher")
     config = tiny_run_config()
     out = tmp_path / "phase0"
-    run_phase(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), str(tmp_path / "teacher"),
+    train_phase(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), str(tmp_path / "teacher"),
               workspace["tokens"], None, out, log=io.StringIO())
     state = json.loads((out / "state.json").read_text())
     assert state["final_eval"]["ce"] < 10 and state["phase_counters"]["steps"] == config["train"]["phase_steps"]

@@ -65,6 +65,7 @@ def test_uninterrupted_run_is_deterministic(setup):
     assert len(outputs(setup["root"] / "reference")["snapshots"]) == 3
 
 
+@pytest.mark.slow
 def test_kill9_at_three_steps_then_resume_gives_the_same_result(setup):
     for kill, resumed_from in ((4, None), (8, 3), (11, 6)):
         proc = train(setup, "killed", fault=f"kill@{kill}")
@@ -78,6 +79,7 @@ def test_kill9_at_three_steps_then_resume_gives_the_same_result(setup):
     assert_same_as_reference(setup, "killed")
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_state_and_resumes_to_the_same_result(setup):
     proc = train(setup, "term", fault="term@5")
     assert proc.returncode == 143, proc.stderr
@@ -89,6 +91,7 @@ def test_sigterm_saves_a_state_and_resumes_to_the_same_result(setup):
     assert_same_as_reference(setup, "term")
 
 
+@pytest.mark.slow
 def test_corrupted_state_falls_back_to_the_previous_one(setup):
     assert train(setup, "corrupt", fault="kill@8").returncode == -9
     resume = setup["root"] / "corrupt" / "resume"
@@ -101,6 +104,7 @@ def test_corrupted_state_falls_back_to_the_previous_one(setup):
     assert_same_as_reference(setup, "corrupt")
 
 
+@pytest.mark.slow
 def test_all_states_corrupted_is_a_clear_error(setup):
     assert train(setup, "allbad", fault="kill@8").returncode == -9
     for state in (setup["root"] / "allbad" / "resume").glob("state-*/*.distcp"):
@@ -112,6 +116,7 @@ def test_all_states_corrupted_is_a_clear_error(setup):
         assert not (setup["root"] / "allbad" / name).exists()
 
 
+@pytest.mark.slow
 def test_nan_stops_the_phase_and_keeps_the_last_good_state(setup):
     proc = train(setup, "nan", fault="nan@5")
     assert proc.returncode != 0
@@ -137,6 +142,7 @@ def changed_arguments(setup: dict, name: str, part: str, **changes) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_state_saved_under_other_execution_settings_resumes(setup):
     """state_every, loss_chunk and threads are not part of the phase: its resume states stay valid."""
     assert train(setup, "execution", fault="kill@8").returncode == -9
@@ -146,6 +152,7 @@ def test_a_state_saved_under_other_execution_settings_resumes(setup):
     assert "resumed from the state at update 6" in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part,changes", [("spec", {"lr": 0.02}), ("execution", {"snapshots": 1})])
 def test_a_state_of_another_phase_or_other_snapshots_is_not_resumed(setup, part, changes):
     name = f"other-{part}"
@@ -183,7 +190,7 @@ def test_resume_restores_the_random_number_generators(setup, monkeypatch):
         draws.clear()
         threads = torch.get_num_threads()
         try:
-            trainer.run_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / name,
+            trainer.train_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / name,
                               log=io.StringIO())
         finally:
             torch.set_num_threads(threads)

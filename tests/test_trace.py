@@ -64,6 +64,7 @@ def test_teacher_check_keeps_one_layer_of_transients(reduced):
     assert one_gpu["diagnostics"]["largest tensor"]["gib"] * GiB < 4 * 255 * teacher.vocab_size
 
 
+@pytest.mark.slow
 def test_paper_shape_traced_from_the_command_line(capsys):
     args = [str(REPO / "config.yaml"), str(REPO / "configs" / "paper.yaml"), "--gpus", "8", "--no-search",
             "--teacher-config", str(REPO / "configs" / "teachers" / "qwen3-8b-base")]

@@ -18,7 +18,7 @@ from normgrow.data import collate
 from normgrow.objective import Objective, loss_positions, next_token_labels
 from normgrow.schedule import lr_at
 from normgrow.student import BlockStackStudent
-from normgrow.trainer import build_optimizer, run_phase
+from normgrow.trainer import build_optimizer, train_phase
 
 TRAIN = Training.from_config(tiny_run_config()["train"])
 
@@ -52,7 +52,7 @@ def run_all(workspace: dict, name: str, config: dict | None = None, run: str = "
         for phase in range(len(config["curricula"][config["runs"][run]["curriculum"]])):
             spec = phase_spec(config, run, SEED, phase)
             out = workspace["root"] / name / f"phase{phase}"
-            run_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], previous, out,
+            train_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], previous, out,
                       log=io.StringIO())
             outs.append(out)
             previous = out

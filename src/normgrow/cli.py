@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from normgrow.launch import read_phase_arguments
-from normgrow.trainer import Preempted, run_phase
+from normgrow.trainer import Preempted, train_phase
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return print_phases(args)
     spec, execution = read_phase_arguments(args.spec)
     try:
-        run_phase(spec, execution, args.teacher, args.tokens, args.previous, args.out)
+        train_phase(spec, execution, args.teacher, args.tokens, args.previous, args.out)
     except Preempted as stop:
         print(stop, file=sys.stderr)
         return Preempted.exit_code

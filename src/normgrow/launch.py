@@ -1,6 +1,6 @@
 """How a training phase starts: in the job's own process, or under torchrun.
 
-- one rank on one node: `run_phase` in this process (a world of one; the embedded default, one GPU);
+- one rank on one node: `train_phase` in this process (a world of one; the embedded default, one GPU);
 - several ranks on one node: `torchrun --standalone --nproc_per_node R`;
 - several nodes (a SLURM allocation with `nodes > 1`): `srun` starts one torchrun per node, which
   meet through a c10d rendezvous on the allocation's first node.
@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from normgrow.curriculum import Execution, PhaseSpec
-from normgrow.trainer import Preempted, run_phase
+from normgrow.trainer import Preempted, train_phase
 
 RENDEZVOUS_PORT = 29500
 
@@ -60,7 +60,7 @@ def launch_phase(spec: PhaseSpec, execution: Execution, teacher: str, tokens: Pa
           f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}", file=log, flush=True)
     if ranks_per_node == 1 and nodes == 1:
         try:
-            run_phase(spec, execution, teacher, tokens, previous, out, log)
+            train_phase(spec, execution, teacher, tokens, previous, out, log)
         except Preempted as stop:
             print(stop, file=log, flush=True)
             return Preempted.exit_code

@@ -91,20 +91,20 @@ class SigtermFlag:
         signal.signal(signal.SIGTERM, self.previous)
 
 
-def run_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path, previous: Path | None,
-              out: Path, log=sys.stderr) -> dict:
+def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path, previous: Path | None,
+                out: Path, log=sys.stderr) -> dict:
     """Train the phase `spec` (the last of its phases) from the previous phase's outputs in
     `previous`; write student.safetensors, state.json, train.csv, eval.csv and snapshots/ under
     `out`. Resumes from `out/resume/` if a verified state of the same spec is there. Runs in this
     process, or on every rank of a torchrun launch (normgrow.launch), with the student sharded by
     FSDP2 (normgrow.distributed). Returns the state."""
     with process_group() as ranks:
-        return train_phase(spec, execution, teacher_path, Path(tokens_dir), previous, Path(out), ranks,
+        return _train_on_ranks(spec, execution, teacher_path, Path(tokens_dir), previous, Path(out), ranks,
                            log if ranks.main else open(os.devnull, "w"))
 
 
-def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path, previous: Path | None,
-                out: Path, ranks: Ranks, log) -> dict:
+def _train_on_ranks(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path,
+                    previous: Path | None, out: Path, ranks: Ranks, log) -> dict:
     start_time = time.time()
     torch.set_num_threads(execution.threads)
     seed, p, phase, training = spec.seed, spec.index, spec.phase, spec.training
