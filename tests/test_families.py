@@ -129,3 +129,21 @@ def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_
     assert (workdir / "results" / "paper" / "tables" / "table2.csv").exists()
     diagnostics = list((workdir / "results" / "diagnostics" / "post-grow").rglob("*.json"))
     assert diagnostics and all(json.loads(p.read_text())["checkpoints"] for p in diagnostics)
+
+
+@pytest.mark.parametrize("model_type,options", [(t, {}) for t in PREFIXES]
+                         + [("llama", {"attention_bias": True, "mlp_bias": True}), ("gemma", {"attention_bias": True})])
+def test_the_plan_counts_every_familys_parameters(model_type, options):
+    """normgrow.plan's formulas count the family's layers and the whole teacher exactly (Qwen2's q/k/v
+    biases, Qwen3's q/k norms, `attention_bias`, `mlp_bias`), and the student's decoder likewise."""
+    from normgrow.plan import layer_parameters, student_parameters, teacher_parameters
+
+    config = AutoConfig.for_model(model_type, vocab_size=64, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                  tie_word_embeddings=False, **options)
+    teacher = AutoModelForCausalLM.from_config(config)
+    assert layer_parameters(config) == sum(p.numel() for p in teacher.model.layers[0].parameters())
+    assert teacher_parameters(config) == teacher.num_parameters()
+    student = BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0)
+    decoder = sum(p.numel() for block in student.blocks for p in block.parameters())
+    assert student_parameters(config, 2, 1)["decoder"] == decoder

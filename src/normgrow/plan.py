@@ -1,7 +1,7 @@
 """Resource plan of a configuration: parameter counts, per-GPU memory and tokens per phase.
 
-Parameter counts are exact for the Qwen3 layer shapes (q/k/v/o projections, q/k RMSNorms,
-SwiGLU MLP, two layer norms). Memory is an estimate per GPU for FSDP2 over `gpus` ranks:
+Parameter counts are exact for the layers of every supported teacher family (q/k/v/o projections,
+SwiGLU MLP, two layer norms, Qwen3's q/k RMSNorms, the family's biases), for a pre/post-norm student. Memory is an estimate per GPU for FSDP2 over `gpus` ranks:
 - student trainable parameters (decoder blocks, boundary norm, LM head), sharded: fp32 weights
   (4 B), fp32 gradients (4 B) and AdamW moments (8 B) per parameter, divided by the ranks;
 - student embedding (frozen), sharded in fp32 (4 B per parameter, divided by the ranks);
@@ -34,12 +34,20 @@ GB = 1e9
 
 
 def layer_parameters(c) -> int:
-    """One Qwen3 decoder layer: attention (q, k, v, o, q/k norms), SwiGLU MLP, two RMSNorms."""
+    """One decoder layer of the teacher's family (normgrow.family): q/k/v/o projections, SwiGLU MLP,
+    two RMSNorms; Qwen3's per-head q/k RMSNorms; biases where the family has them (Qwen2's q/k/v
+    always; `attention_bias` on q/k/v/o and Llama's `mlp_bias` where the config sets them)."""
     h, i = c.hidden_size, c.intermediate_size
     hd = getattr(c, "head_dim", None) or h // c.num_attention_heads
     q, kv = c.num_attention_heads * hd, c.num_key_value_heads * hd
-    attention = h * q + 2 * h * kv + q * h + 2 * hd
-    return attention + 3 * h * i + 2 * h
+    model_type = getattr(c, "model_type", "qwen3")
+    attention = h * q + 2 * h * kv + q * h + (2 * hd if model_type == "qwen3" else 0)
+    if model_type == "qwen2":
+        attention += q + 2 * kv
+    elif getattr(c, "attention_bias", False):
+        attention += q + 2 * kv + h
+    mlp = 3 * h * i + (2 * i + h if getattr(c, "mlp_bias", False) else 0)
+    return attention + mlp + 2 * h
 
 
 def student_parameters(teacher_config, blocks: int, layers_per_block: int) -> dict[str, int]:
