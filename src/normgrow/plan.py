@@ -1,7 +1,8 @@
 """Resource plan of a configuration: parameter counts, per-GPU memory and tokens per phase.
 
 Parameter counts are exact for the layers of every supported teacher family (q/k/v/o projections,
-SwiGLU MLP, two layer norms, Qwen3's q/k RMSNorms, the family's biases), for a pre/post-norm student. Memory is an estimate per GPU for FSDP2 over `gpus` ranks:
+SwiGLU MLP, two layer norms, Qwen3's q/k RMSNorms, the family's biases), for a pre/post-norm student.
+Memory is an estimate per GPU for FSDP2 over `gpus` ranks:
 - student trainable parameters (decoder blocks, boundary norm, LM head), sharded: fp32 weights
   (4 B), fp32 gradients (4 B) and AdamW moments (8 B) per parameter, divided by the ranks;
 - student embedding (frozen), sharded in fp32 (4 B per parameter, divided by the ranks);
