@@ -5,9 +5,7 @@ commit and data hashes."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +14,7 @@ import yaml
 from normgrow.paper import figures
 from normgrow.paper.claims import NOT_CHECKED, check_claims
 from normgrow.paper.document import STATUSES, Block, Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
+from normgrow.paper.provenance import git_commit, installed, key_versions
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import leaves_regime, regime
 from normgrow.paper.results import Results
@@ -26,9 +25,6 @@ PAPER_SCALE = {"teacher": "Qwen3-8B-Base (36 layers, hidden 4096, vocab 151,936)
                "student": "K=3 blocks × L=3 layers", "steps per phase": "50,000",
                "batch × max length": "64 × 8192", "validation set": "4,833 documents",
                "seeds": "1 (seed 42)"}
-PACKAGES = ("torch", "transformers", "datasets", "tokenizers", "snakemake", "numpy", "pandas", "matplotlib")
-
-
 def read_metric(path: Path) -> pd.DataFrame:
     """A collected metrics table; an empty frame when nothing was collected."""
     try:
@@ -54,28 +50,14 @@ def is_far_from_paper(config: dict) -> bool:
     return config["train"]["phase_steps"] < 10_000 or config["teacher"]["name"] is None
 
 
-def git_commit(directory: Path) -> str:
-    try:
-        return subprocess.run(["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-
-
 def provenance(data: dict, workflow_dir: Path | None) -> dict:
     """Package versions, data hashes and the git commit of the workflow's checkout (when given)."""
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = "not installed"
     hashes = {f"{split} text SHA-256": info["text_sha256"] for split, info in data["splits"].items()}
     source = data["corpus"]["source"]
     if "sha256" in source:
         hashes["corpus file SHA-256"] = source["sha256"]
     commit = "unknown (no workflow directory given)" if workflow_dir is None else git_commit(workflow_dir)
-    return {"git commit": commit, "packages": versions, "data": hashes}
+    return {"git commit": commit, "packages": key_versions(installed()), "data": hashes}
 
 
 def final_reports(diagnostics: list[Path], roles: dict[str, str]) -> dict[str, dict]:
