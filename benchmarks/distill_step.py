@@ -59,6 +59,8 @@ import sys
 import time
 from pathlib import Path
 
+import docs_block
+
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ["naive", "ours", "ours-compiled", "loss-naive", "loss-ours"]
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}  # dense bf16 per GPU (NVIDIA datasheets)
@@ -374,22 +376,15 @@ def main() -> None:
                         choices=VARIANTS, help="ours-compiled: ours with train.compile (slow to compile on CPU)")
     parser.add_argument("--peak-tflops", type=float,
                         help="the device's peak, TFLOP/s (default: known GPUs' dense bf16 peak; no MFU on CPU)")
-    parser.add_argument("--write", metavar="DOC", help="also write the Markdown table into DOC's block marked with "
-                                                       "this command (see benchmarks/docs_block.py)")
+    docs_block.add_write_option(parser, "Markdown table")
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant:  # child process: one measurement, printed as JSON
-        print(json.dumps(run_variant(args.shape, args.variant, args.reps)))
+        result = run_variant(args.shape, args.variant, args.reps)
+        print(json.dumps({**result, "process_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}))
         return
-    if args.write:  # before measuring: a missing or duplicated block costs no run
-        import docs_block
-
-        command = docs_block.invocation(__file__, sys.argv[1:])
-        try:
-            docs_block.check(args.write, command)
-        except docs_block.BlockError as error:
-            parser.error(str(error))
+    command = docs_block.checked_command(parser, args, __file__, sys.argv[1:])  # before measuring
     start, load = time.perf_counter(), os.getloadavg()[0]
     import torch
 
@@ -413,7 +408,8 @@ def main() -> None:
                 else None
             print(row(r, peak, baseline), flush=True)
     if args.write:
-        largest_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e9
+        # each child's own peak (RUSAGE_CHILDREN would also count processes before this one in a shell chain)
+        largest_gb = max(r["process_gb"] for results in measured.values() for r in results.values())
         lead = (f"`{command}` on {docs_block.conditions(None if device == 'cpu' else device)}: median of "
                 f"{args.reps} steps after a warm-up, each variant in its own process; load average {load:.1f} at the "
                 f"start; {duration(time.perf_counter() - start)} in all, largest process {largest_gb:.1f} GB"

@@ -54,6 +54,24 @@ def invocation(script: str, argv: list[str]) -> str:
     return shlex.join(["python", f"benchmarks/{Path(script).name}", *_strip_write(argv)])
 
 
+def add_write_option(parser, what: str = "table") -> None:
+    parser.add_argument("--write", metavar="DOC", help=f"also write the {what} into DOC's block marked with this "
+                                                       "command (see benchmarks/docs_block.py)")
+
+
+def checked_command(parser, args, script: str, argv: list[str]) -> str | None:
+    """With `--write DOC`: the command naming the block, once DOC is known to have it (a usage error
+    otherwise, before anything is measured); None without `--write`."""
+    if not args.write:
+        return None
+    command = invocation(script, argv)
+    try:
+        check(args.write, command)
+    except BlockError as error:
+        parser.error(str(error))
+    return command
+
+
 def blocks(text: str, where: str = "the text") -> list[tuple[str, int, int]]:
     """Every written block of a Markdown text: (the marker's command, start and end of the text
     between the markers). BlockError when a marker has no end marker before the next marker."""

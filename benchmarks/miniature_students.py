@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+import docs_block
+
 REPO = Path(__file__).resolve().parents[1]
 HEADER = ["| run | phase | final CE | KL | KD soft | wall |", "|---|---|---|---|---|---|"]
 
@@ -36,23 +38,15 @@ def main(argv: list[str]) -> None:
     parser.add_argument("steps", type=int, help="updates per phase")
     parser.add_argument("lr", type=float, help="peak learning rate")
     parser.add_argument("runs", nargs="+", metavar="RUN")
-    parser.add_argument("--write", metavar="DOC", help="also write the table into DOC's block marked with this "
-                                                       "command (see benchmarks/docs_block.py)")
+    docs_block.add_write_option(parser, "table")
     args = parser.parse_args(argv)
-    if args.write:
-        import docs_block
-
-        command = docs_block.invocation(__file__, argv)
-        try:
-            docs_block.check(args.write, command)
-        except docs_block.BlockError as error:
-            parser.error(str(error))
+    command = docs_block.checked_command(parser, args, __file__, argv)
 
     import yaml
 
     from normgrow.config import validate_config
     from normgrow.curriculum import Execution, phase_spec, run_phases
-    from normgrow.trainer import run_phase
+    from normgrow.trainer import train_phase
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["student"].update(blocks=3, layers_per_block=1)
@@ -64,7 +58,7 @@ def main(argv: list[str]) -> None:
         for p in range(len(run_phases(config, run))):
             start = time.time()
             folder = Path(args.out) / run / f"phase{p}"
-            state = run_phase(phase_spec(config, run, 42, p), Execution(threads=1), args.teacher, Path(args.tokens),
+            state = train_phase(phase_spec(config, run, 42, p), Execution(threads=1), args.teacher, Path(args.tokens),
                               previous, folder, log=io.StringIO())
             previous = folder
             final = state["final_eval"]

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import docs_block
+
 HEADER = ["| teacher | pretraining steps | LR | wall | validation CE |", "|---|---|---|---|---|"]
 
 
@@ -30,17 +32,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("data", help="a finished run's results/data (tokenizer, tokens)")
     parser.add_argument("out", help="where the teachers are saved")
     parser.add_argument("variants", nargs="+", metavar="LAYERS:STEPS:LR")
-    parser.add_argument("--write", metavar="DOC", help="also write the table into DOC's block marked with this "
-                                                       "command (see benchmarks/docs_block.py)")
+    docs_block.add_write_option(parser, "table")
     args = parser.parse_args(argv)
-    if args.write:
-        import docs_block
-
-        command = docs_block.invocation(__file__, argv)
-        try:
-            docs_block.check(args.write, command)
-        except docs_block.BlockError as error:
-            parser.error(str(error))
+    command = docs_block.checked_command(parser, args, __file__, argv)
 
     import torch
     from transformers import AutoTokenizer

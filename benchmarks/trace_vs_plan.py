@@ -18,6 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import docs_block
+
 REPO = Path(__file__).resolve().parents[1]
 SHAPES = [(8, 1), (8, 2), (8, 4), (8, 8), (8, 16), (1, 1), (1, 4)]
 HEADER = ["| checkpointing | GPUs | documents per rank | traced peak (GB) | plan (GB) | plan ÷ trace |",
@@ -77,17 +79,9 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("config_file", help="merged over config.yaml")
     parser.add_argument("teacher_dir", help="a directory with the teacher's config.json")
-    parser.add_argument("--write", metavar="DOC", help="also write the tables into DOC's block marked with this "
-                                                       "command (see benchmarks/docs_block.py)")
+    docs_block.add_write_option(parser, "tables")
     args = parser.parse_args(argv)
-    if args.write:
-        import docs_block
-
-        command = docs_block.invocation(__file__, argv)
-        try:
-            docs_block.check(args.write, command)
-        except docs_block.BlockError as error:
-            parser.error(str(error))
+    command = docs_block.checked_command(parser, args, __file__, argv)
 
     from transformers import AutoConfig
 

@@ -110,7 +110,7 @@ def test_every_block_in_the_docs_names_the_benchmark_command_that_writes_it():
         assert words[:1] == ["python"] and words[1].startswith("benchmarks/"), (doc, command)
         script = REPO / words[1]
         assert script.is_file(), f"{doc}: {command}: no {words[1]}"
-        assert '"--write"' in script.read_text(), f"{doc}: {command}: {words[1]} has no --write"
+        assert "docs_block.add_write_option(" in script.read_text(), f"{doc}: {command}: {words[1]} has no --write"
         assert words[words.index("--write") + 1] == f"docs/{doc}", f"{doc}: {command} writes elsewhere"
         docs_block.check(REPO / "docs" / doc, docs_block.invocation(words[1], words[2:]))  # run as written, finds it
     assert len({(doc, tuple(docs_block.without_write(c))) for doc, c in found}) == len(found)  # one block each
