@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,18 @@ def snakemake_command(workdir: Path, *args: str, config: Path | None = REPO / "c
     if config is not None:
         command += ["--configfile", str(config)]
     return command + list(args)
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Headless Chromium for the report tests: skipped where it is not installed, a failure where
+    NORMGROW_REQUIRE_CHROMIUM is set (CI)."""
+    path = shutil.which("chromium")
+    if path is None:
+        if os.environ.get("NORMGROW_REQUIRE_CHROMIUM"):
+            pytest.fail("chromium is required (apt-get install chromium)")
+        pytest.skip("chromium is not installed")
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,7 @@
 """The report of an end-to-end CI run: every table in three formats, every figure in two, and a
 page that renders in headless Chromium with every image loaded."""
 
-import os
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -35,12 +33,7 @@ def test_every_table_and_figure_is_written(ci_workdir):
 
 
 @pytest.mark.slow
-def test_report_renders_in_chromium(ci_workdir, tmp_path):
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        if os.environ.get("NORMGROW_REQUIRE_CHROMIUM"):
-            pytest.fail("chromium is required (apt-get install chromium)")
-        pytest.skip("chromium is not installed")
+def test_report_renders_in_chromium(ci_workdir, tmp_path, chromium):
     page = tmp_path / "index.html"
     page.write_text((ci_workdir / "results" / "paper" / "index.html").read_text().replace("</body>",
                                                                                          CHECK_IMAGES + "</body>"))

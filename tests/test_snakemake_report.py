@@ -7,9 +7,7 @@ from __future__ import annotations
 import html
 import importlib.metadata
 import json
-import os
 import re
-import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -159,12 +157,7 @@ def test_captions_and_description_render_without_errors(snakemake_report):
 
 
 @pytest.mark.slow
-def test_report_renders_in_chromium(snakemake_report, tmp_path):
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        if os.environ.get("NORMGROW_REQUIRE_CHROMIUM"):
-            pytest.fail("chromium is required (apt-get install chromium)")
-        pytest.skip("chromium is not installed")
+def test_report_renders_in_chromium(snakemake_report, tmp_path, chromium):
     folder: Path = snakemake_report["folder"]
     page = folder / "checked.html"
     page.write_text(snakemake_report["page"].replace("<head>", "<head>" + CATCH_ERRORS, 1))

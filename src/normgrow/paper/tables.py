@@ -130,20 +130,27 @@ def is_difference(row: str) -> bool:
     return row.startswith(("Δ", "Interaction"))
 
 
+def placement_grid(t: Table, r: Results, curricula: dict[str, str], paper: dict | None = None) -> dict:
+    """Rows Pre-norm / Post-norm: final CE of each curriculum (curriculum → column), then the row
+    Δ (Post−Pre) per curriculum, paired by seed; the paper's values from `paper` when it has them.
+    Returns the Δs by curriculum."""
+    for placement, label in (("pre", "Pre-norm"), ("post", "Post-norm")):
+        for curriculum, col in curricula.items():
+            run = f"{placement}-{curriculum}"
+            t.add(label, col, r.final_metric(run), None if paper is None else paper["ce"][run])
+    deltas = {}
+    for curriculum, col in curricula.items():
+        deltas[curriculum] = r.final_metric(f"post-{curriculum}") - r.final_metric(f"pre-{curriculum}")
+        t.add("Δ (Post−Pre)", col, deltas[curriculum], None if paper is None else paper[f"delta_{curriculum}"])
+    return deltas
+
+
 def table1(r: Results, ref: dict) -> Table:
     """Final validation CE of pre/post × joint/grow; Δ = post − pre; interaction = Δ_grow − Δ_joint."""
     r.require("pre-joint", "post-joint", "pre-grow", "post-grow")
     t = Table("table1", "Table 1: placement × curriculum interaction (validation CE ↓)")
-    p = ref["table1"]
-    for placement, label in (("pre", "Pre-norm"), ("post", "Post-norm")):
-        for curriculum, col in (("joint", "Joint"), ("grow", "Grow")):
-            run = f"{placement}-{curriculum}"
-            t.add(label, col, r.final_metric(run), p["ce"][run])
-    d_joint = r.final_metric("post-joint") - r.final_metric("pre-joint")
-    d_grow = r.final_metric("post-grow") - r.final_metric("pre-grow")
-    t.add("Δ (Post−Pre)", "Joint", d_joint, p["delta_joint"])
-    t.add("Δ (Post−Pre)", "Grow", d_grow, p["delta_grow"])
-    t.add("Interaction (Δ_grow − Δ_joint)", "Grow", d_grow - d_joint, p["interaction"])
+    d = placement_grid(t, r, {"joint": "Joint", "grow": "Grow"}, ref["table1"])
+    t.add("Interaction (Δ_grow − Δ_joint)", "Grow", d["grow"] - d["joint"], ref["table1"]["interaction"])
     return t
 
 
@@ -204,14 +211,7 @@ def tableA3(r: Results, ref: dict) -> Table:
     r.require("pre-freeze", "post-freeze", "pre-grow", "post-grow")
     t = Table("tableA3", "Table A3: freeze control (validation CE ↓)")
     p = ref["tableA3"]
-    for placement, label in (("pre", "Pre-norm"), ("post", "Post-norm")):
-        for curriculum, col in (("freeze", "Freeze"), ("grow", "Grow")):
-            run = f"{placement}-{curriculum}"
-            t.add(label, col, r.final_metric(run), p["ce"][run])
-    deltas = {}
-    for curriculum, col in (("freeze", "Freeze"), ("grow", "Grow")):
-        deltas[curriculum] = r.final_metric(f"post-{curriculum}") - r.final_metric(f"pre-{curriculum}")
-        t.add("Δ (Post−Pre)", col, deltas[curriculum], p[f"delta_{curriculum}"])
+    deltas = placement_grid(t, r, {"freeze": "Freeze", "grow": "Grow"}, p)
     t.add("Δ_freeze − Δ_grow", "Freeze", deltas["freeze"] - deltas["grow"],
           round(p["delta_freeze"] - p["delta_grow"], 4))
     return t
@@ -222,11 +222,7 @@ def tableB3(r: Results, ref: dict) -> Table:
     r.require("pre-grow-reset", "post-grow-reset", "pre-grow", "post-grow")
     t = Table("tableB3", "Table B3: grow with iterator reset (validation CE ↓)",
               note="The paper reports no numbers for this control, only that reset ≈ grow with the same ranking.")
-    for placement, label in (("pre", "Pre-norm"), ("post", "Post-norm")):
-        for curriculum, col in (("grow-reset", "Grow-reset"), ("grow", "Grow")):
-            t.add(label, col, r.final_metric(f"{placement}-{curriculum}"))
-    for curriculum, col in (("grow-reset", "Grow-reset"), ("grow", "Grow")):
-        t.add("Δ (Post−Pre)", col, r.final_metric(f"post-{curriculum}") - r.final_metric(f"pre-{curriculum}"))
+    placement_grid(t, r, {"grow-reset": "Grow-reset", "grow": "Grow"})
     for placement in ("pre", "post"):
         t.add(f"Δ reset − grow ({placement})", "Grow-reset",
               r.final_metric(f"{placement}-grow-reset") - r.final_metric(f"{placement}-grow"))
