@@ -59,7 +59,7 @@ def main(argv: list[str]) -> None:
             start = time.time()
             folder = Path(args.out) / run / f"phase{p}"
             state = train_phase(phase_spec(config, run, 42, p), Execution(threads=1), args.teacher, Path(args.tokens),
-                              previous, folder, log=io.StringIO())
+                                previous, folder, log=io.StringIO())
             previous = folder
             final = state["final_eval"]
             results.append({"run": run, "phase": p, "ce": final["ce"], "kl": final["kd"], "kd_soft": final["kd_soft"],

@@ -69,9 +69,8 @@ def summary(results: list[dict], setting: bool) -> list[str]:
 
 def block(command: str, results: list[dict], setting: bool) -> str:
     """The Markdown written into the docs: the conditions, the summary and the table."""
-    from docs_block import conditions
 
-    return "\n".join([f"`{command}` (fake tensors; {conditions(libraries=('torch', 'transformers'))}):", "",
+    return "\n".join([f"`{command}` (fake tensors; {docs_block.conditions(libraries=('torch', 'transformers'))}):", "",
                       *summary(results, setting), "", *HEADER, *map(table_row, results)])
 
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from normgrow.config import SCHEMA  # noqa: F401 (the package's schema, for the tests)
 from normgrow.data import save_tokens, split_corpus
 from normgrow.forward import at_positions
 
@@ -22,7 +23,6 @@ REPO = Path(__file__).resolve().parents[1]
 # tests/test_gpu.py gives the devices back to its own subprocesses.
 VISIBLE_GPUS = os.environ.get("CUDA_VISIBLE_DEVICES")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
-SCHEMA = REPO / "src" / "normgrow" / "config.schema.yaml"
 
 
 def make_teacher(vocab_size: int = 64, hidden_size: int = 32, seed: int = 0) -> Qwen3ForCausalLM:

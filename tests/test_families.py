@@ -81,7 +81,7 @@ def test_trainer_and_diagnostics_take_any_family(workspace, tmp_path, model_type
     config = tiny_run_config()
     out = tmp_path / "phase0"
     train_phase(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), str(tmp_path / "teacher"),
-              workspace["tokens"], None, out, log=io.StringIO())
+                workspace["tokens"], None, out, log=io.StringIO())
     state = json.loads((out / "state.json").read_text())
     assert state["final_eval"]["ce"] < 10 and state["phase_counters"]["steps"] == config["train"]["phase_steps"]
     student = student_from_checkpoint(out / "student.safetensors", teacher.config, "post",

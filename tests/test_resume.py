@@ -191,7 +191,7 @@ def test_resume_restores_the_random_number_generators(setup, monkeypatch):
         threads = torch.get_num_threads()
         try:
             trainer.train_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / name,
-                              log=io.StringIO())
+                                log=io.StringIO())
         finally:
             torch.set_num_threads(threads)
         return list(draws)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
+from normgrow.paper.roles import by_role, has_role
 from normgrow.paper.study import draw, markdown, scale_effects, seed_effects
 
 
@@ -36,6 +37,14 @@ def test_seed_effects_find_the_runs_by_role_whatever_their_names():
     renamed = phases(0.0).replace({"run": {"pre-joint": "a", "post-joint": "b", "pre-grow": "c", "post-grow": "d"}})
     roles = {"a": "pre-joint", "b": "post-joint", "c": "pre-grow", "d": "post-grow"}
     pd.testing.assert_frame_equal(seed_effects(renamed, roles), seed_effects(phases(0.0), ROLES))
+
+
+def test_a_run_without_a_role_never_passes_for_one():
+    """A run named like a role but without one (e.g. a grow curriculum with lr_restart: false) is
+    set apart, so tables and figures that pick grow runs leave it out."""
+    frame = by_role(pd.DataFrame({"run": ["c", "x-grow", "pre-grow"]}), {"c": "pre-grow"})
+    assert frame["run"].tolist() == ["pre-grow", "other:x-grow", "other:pre-grow"]
+    assert [has_role(run, "grow") for run in frame["run"]] == [True, False, False]
 
 
 def test_scale_effects_and_their_figure(tmp_path):

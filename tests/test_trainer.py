@@ -53,7 +53,7 @@ def run_all(workspace: dict, name: str, config: dict | None = None, run: str = "
             spec = phase_spec(config, run, SEED, phase)
             out = workspace["root"] / name / f"phase{phase}"
             train_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], previous, out,
-                      log=io.StringIO())
+                        log=io.StringIO())
             outs.append(out)
             previous = out
     finally:

@@ -28,7 +28,6 @@ CI = REPO / "configs" / "ci.yaml"
 DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
 ONE_EACH = ("corpus", "tokenizer", "tokenize", "pretrain_teacher", "check_teacher", "collect_metrics",
             "paper", "all")
-SCHEMA = REPO / "src" / "normgrow" / "config.schema.yaml"
 PHASE_FILES = ("student.safetensors", "state.json", "train.csv", "eval.csv")
 
 
@@ -100,7 +99,7 @@ def phases_of(*configs: Path | dict) -> PhaseTable:
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     for extra in configs:
         merge(config, extra if isinstance(extra, dict) else yaml.safe_load(Path(extra).read_text()))
-    return PhaseTable.from_config(validate_config(config, SCHEMA))
+    return PhaseTable.from_config(validate_config(config))
 
 
 def phase_jobs(jobs: list[Job]) -> list[str]:

@@ -98,6 +98,8 @@ def check_teacher(teacher, tokenizer, train: TokenStore, valid: TokenStore, pad_
         "num_key_value_heads": config.num_key_value_heads,
         "head_dim": getattr(config, "head_dim", None),
         "intermediate_size": config.intermediate_size,
+        "attention_bias": bool(getattr(config, "attention_bias", False)),  # for normgrow.plan's exact counts
+        "mlp_bias": bool(getattr(config, "mlp_bias", False)),
         "vocab_size": config.vocab_size,
         "tokenizer_size": len(tokenizer),
         "vocab_matches_tokenizer": len(tokenizer) <= config.vocab_size,

@@ -100,7 +100,7 @@ def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens
     FSDP2 (normgrow.distributed). Returns the state."""
     with process_group() as ranks:
         return _train_on_ranks(spec, execution, teacher_path, Path(tokens_dir), previous, Path(out), ranks,
-                           log if ranks.main else open(os.devnull, "w"))
+                               log if ranks.main else open(os.devnull, "w"))
 
 
 def _train_on_ranks(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path,

@@ -18,9 +18,11 @@ rule collect_metrics:
 
 
 # The run's provenance (resolved config, software versions), built with the paper so that every
-# finished results/paper can be handed over with `snakemake --report report.zip`. It reruns when the
-# paper does (the science), not for execution settings.
+# finished results/paper can be handed over with `snakemake --report report.zip`. It reruns with the
+# metrics the paper is built from (any retrained phase) and with the science, not for execution settings.
 rule provenance:
+    input:
+        rules.collect_metrics.output,
     output:
         page=report("results/provenance/provenance.html", caption="../report/provenance.rst", category="Provenance",
                     labels={"item": "provenance page", "shows": "software versions and resolved configuration"}),

@@ -12,7 +12,7 @@ from normgrow.paper.document import to_html
 from normgrow.paper.provenance import installed, provenance_document, system
 
 HEADER = ("# The resolved configuration of this run (config.yaml, every --configfile and --config merged).\n"
-          "# Rerun it with: snakemake --cores 2 results/paper --configfile config.yaml\n")
+          "# Rerun it with: snakemake --cores 2 results/paper --configfile results/provenance/config.yaml\n")
 
 with job_log(snakemake.log[0]):
     out = snakemake.output

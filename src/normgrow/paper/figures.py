@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from normgrow.paper.roles import has_role  # noqa: E402
+
 PLACEMENT_COLORS = {"pre": "#0072B2", "post": "#D55E00"}
 EXTRA_COLORS = ["#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
 STYLE = {"figure.dpi": 120, "savefig.dpi": 200, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
@@ -145,7 +147,7 @@ def boundary_rms(rms: pd.DataFrame, phases: pd.DataFrame, directory: Path) -> li
     rows = rms[rms["tokens"] == "all"]
     diagnosed = set(rows["run"])
     runs = [r for r in ("pre-grow", "post-grow") if r in diagnosed]
-    runs += sorted(r for r in diagnosed if r.endswith("-grow") and r not in runs)
+    runs += sorted(r for r in diagnosed if has_role(r, "grow") and r not in runs)
     boundaries = sorted(rows["boundary"].unique())
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(2, len(runs), figsize=(3.6 * len(runs), 5.0), sharex=True, squeeze=False)

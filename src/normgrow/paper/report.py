@@ -18,13 +18,10 @@ from normgrow.paper.provenance import git_commit, installed, key_versions
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import leaves_regime, regime
 from normgrow.paper.results import Results
-from normgrow.paper.roles import by_role, run_roles
+from normgrow.paper.roles import by_role, has_role, run_roles
 from normgrow.paper.tables import build_tables, placements_with_roles
 
-PAPER_SCALE = {"teacher": "Qwen3-8B-Base (36 layers, hidden 4096, vocab 151,936)",
-               "student": "K=3 blocks × L=3 layers", "steps per phase": "50,000",
-               "batch × max length": "64 × 8192", "validation set": "4,833 documents",
-               "seeds": "1 (seed 42)"}
+
 def read_metric(path: Path) -> pd.DataFrame:
     """A collected metrics table; an empty frame when nothing was collected."""
     try:
@@ -50,7 +47,7 @@ def is_far_from_paper(config: dict) -> bool:
     return config["train"]["phase_steps"] < 10_000 or config["teacher"]["name"] is None
 
 
-def provenance(data: dict, workflow_dir: Path | None) -> dict:
+def report_provenance(data: dict, workflow_dir: Path | None) -> dict:
     """Package versions, data hashes and the git commit of the workflow's checkout (when given)."""
     hashes = {f"{split} text SHA-256": info["text_sha256"] for split, info in data["splits"].items()}
     source = data["corpus"]["source"]
@@ -87,7 +84,7 @@ def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Pa
             paths += figures.token_types(rms, fig_dir)
             paths += figures.rms_distributions(final_reports(diagnostics, roles), fig_dir)
     rms = frames["boundary_rms"]
-    if not rms.empty and any(run.endswith("-grow") for run in rms["run"]):
+    if not rms.empty and any(has_role(run, "grow") for run in rms["run"]):
         paths += figures.boundary_rms(rms, frames["phases"], fig_dir)
     if not frames["block_removal"].empty:
         paths += figures.block_removal(frames["block_removal"], fig_dir)
@@ -114,7 +111,7 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
                "regime": properties, "outside": leaves_regime(properties), "not_built": not_built,
                "claims": claims, "margin": margin, "tables": tables,
                "figures": [p for p in figure_paths if p.suffix == ".png"], "config": config,
-               "provenance": provenance(data, workflow_dir)}
+               "provenance": report_provenance(data, workflow_dir)}
     document = report_document(context)
     (out / "report.md").write_text(to_markdown(document))
     (out / "index.html").write_text(to_html(document, "normgrow report", out))
@@ -150,7 +147,8 @@ def report_document(c: dict) -> list[Block]:
     if c["far"]:
         blocks.append(Paragraph(SCALE_WARNING, "warning", "Warning."))
     blocks += [Heading("Scale"),
-               Grid(["", "this run", "paper"], [[k, c["scale"][k], PAPER_SCALE[k]] for k in PAPER_SCALE])]
+               Grid(["", "this run", "paper"],
+                    [[k, c["scale"][k], paper] for k, paper in paper_reference()["scale"].items()])]
     blocks += [Heading("Regime"), Paragraph(REGIME_NOTE),
                Grid(["property", "paper", "this run", "condition", "status"],
                     [[p.name, p.paper, p.ours, p.condition, regime_status(p)] for p in c["regime"]],

@@ -59,12 +59,19 @@ def run_roles(config: dict) -> dict[str, str]:
     return roles
 
 
+OTHER = "other:"  # the prefix of a run without a role in a frame by role
+
+
 def by_role(frame, roles: dict[str, str]):
-    """`frame` (with a `run` column) with every run that has a role renamed to its role; a run
-    without one keeps its name, unless that name is some role (then it is prefixed `other:`)."""
+    """`frame` (with a `run` column) with every run that has a role renamed to its role and every
+    other run prefixed `other:`, so that no run without a role can pass for one."""
     if frame is None or frame.empty or "run" not in frame:
         return frame
-    taken = set(roles.values())
     out = frame.copy()
-    out["run"] = out["run"].map(lambda run: roles.get(run, f"other:{run}" if run in taken else run))
+    out["run"] = out["run"].map(lambda run: roles.get(run, OTHER + run))
     return out
+
+
+def has_role(run: str, curriculum: str) -> bool:
+    """Whether `run` (a name in a frame by role) is some placement's run of role `curriculum`."""
+    return not run.startswith(OTHER) and run.endswith(f"-{curriculum}")

@@ -16,6 +16,7 @@ import pandas as pd
 from normgrow.paper.document import Block, Grid, Heading, Paragraph, to_markdown
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.results import NotBuilt, Results
+from normgrow.paper.roles import has_role
 from normgrow.paper.stats import mean_ci
 
 LATEX_REPLACEMENTS = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "_": "\\_", "#": "\\#",
@@ -157,10 +158,11 @@ def table1(r: Results, ref: dict) -> Table:
 def table2(r: Results, ref: dict) -> Table:
     """Single-block control: phase 0 of the grow runs (one active block)."""
     r.require("pre-grow", "post-grow")
+    paper = ref["table2"]["pre"]
     t = Table("table2", "Table 2: single-block control, phase 0 of grow (↓)",
               note="KD (soft CE) = −Σ q_teacher·log q_student = KL + H(teacher), the paper-comparable column: the "
-                   "paper's KD (3.0155) exceeds its CE (2.9802), which only a soft cross-entropy can. KL is the "
-                   "term the objective weights (normgrow.objective).")
+                   f"paper's KD ({paper['kd']:.4f}) exceeds its CE ({paper['ce']:.4f}), which only a soft "
+                   "cross-entropy can. KL is the term the objective weights (normgrow.objective).")
     for placement, label in (("pre", "Pre"), ("post", "Post")):
         for metric, column, paper in (("ce", "CE", "ce"), ("kd_soft", "KD (soft CE)", "kd"), ("kd", "KL", None),
                                       ("ppl", "PPL", "ppl")):
@@ -311,7 +313,7 @@ NORM_WEIGHTS = {"pre": "2·H", "post": "2·H", "sandwich": "4·H", "deepnorm": "
 
 def placements_with_roles(r: Results) -> list[str]:
     """Placements other than pre-norm whose joint and grow runs this configuration built."""
-    found = {run.rsplit("-", 1)[0] for run in r.runs if run.endswith("-joint") or run.endswith("-grow")}
+    found = {run.rsplit("-", 1)[0] for run in r.runs if has_role(run, "joint") or has_role(run, "grow")}
     return sorted(p for p in found if p != "pre" and r.has(f"{p}-joint", f"{p}-grow"))
 
 
@@ -352,7 +354,7 @@ def tableP2(r: Results, ref: dict) -> Table:
         raise NotBuilt("no boundary diagnostics (diagnostics.runs)")
     rms = final_checkpoints(r.rms[r.rms["tokens"] == "all"])
     removal = final_checkpoints(r.removal)
-    diagnosed = [run for run in sorted(set(rms["run"]) & set(removal["run"])) if run.endswith("-grow")]
+    diagnosed = [run for run in sorted(set(rms["run"]) & set(removal["run"])) if has_role(run, "grow")]
     if not diagnosed:
         raise NotBuilt("no grow run was diagnosed (diagnostics.runs)")
     t = Table("tableP2", "Table P2: boundary RMS and block removal of every diagnosed grow run (final checkpoint)",
