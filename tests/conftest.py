@@ -57,6 +57,13 @@ def snakemake_command(workdir: Path, *args: str, config: Path | None = REPO / "c
     return command + list(args)
 
 
+def heavy_imports(*modules: str) -> list[str]:
+    """Which of torch and transformers importing `modules` pulls in, in a fresh interpreter."""
+    code = (f"import sys, {', '.join(modules)}; "
+            "print(' '.join(m for m in ('torch', 'transformers') if m in sys.modules))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+
+
 @pytest.fixture
 def chromium() -> str:
     """Headless Chromium for the report tests: skipped where it is not installed, a failure where

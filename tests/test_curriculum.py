@@ -5,11 +5,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import sys
 
 import pytest
 import yaml
-from conftest import REPO, SCHEMA
+from conftest import REPO, SCHEMA, heavy_imports
 
 from normgrow.config import science_config, validate_config
 from normgrow.curriculum import (
@@ -232,11 +231,7 @@ def test_science_config_drops_execution_settings(default):
 
 
 def test_the_dag_helpers_import_no_torch():
-    import subprocess
-    code = ("import sys, normgrow.config, normgrow.curriculum; "
-            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert heavy_imports("normgrow.config", "normgrow.curriculum") == []
 
 
 def test_phases_command_lists_every_run_phase_and_what_it_shares(capsys):

@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pandas as pd
-from conftest import REPO
+from conftest import REPO, heavy_imports
 
 from normgrow.paper.document import Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
 
@@ -47,10 +47,7 @@ def test_grid_from_frame_keeps_row_labels():
 
 
 def test_the_analysis_imports_no_torch():
-    code = ("import sys, normgrow.paper.report, normgrow.paper.study; "
-            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert heavy_imports("normgrow.paper.report", "normgrow.paper.study", "normgrow.paper.provenance") == []
 
 
 def test_the_wheel_carries_its_package_data(tmp_path):
