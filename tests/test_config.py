@@ -322,3 +322,19 @@ def test_multi_node_training_is_one_srun_task_per_node(default):
 def test_batch_that_does_not_split_over_the_ranks_is_a_config_error(default):
     message = error_of(merge(default, {"resources": {"train": {"gpus": 3}}}))
     assert "train.batch_size (8) is not a multiple of the training ranks (3" in message
+
+
+@pytest.mark.parametrize("name", ["/nonexistent/teacher", "./missing-teacher", "~/no/such/teacher", "a/b/c"])
+def test_a_teacher_path_that_does_not_exist_is_refused(default, name):
+    default["teacher"]["name"] = name
+    message = error_of(default)
+    assert message.startswith("teacher.name:") and "neither an existing local directory nor" in message
+
+
+def test_a_teacher_may_be_a_hub_id_or_a_local_directory(default, tmp_path):
+    for name in ("Qwen/Qwen3-8B-Base", "gpt2", str(tmp_path)):
+        default["teacher"]["name"] = name
+        validate_config(default, SCHEMA)
+    (tmp_path / "config.json").write_text("{}")
+    default["teacher"]["name"] = str(tmp_path / "config.json")
+    assert "is a file" in error_of(default)

@@ -35,7 +35,7 @@ from normgrow.data import (
 PAD = 0
 SHARD = 6
 BATCH = 2
-SEED = 0  # epoch-1 permutation of range(6) for this seed: [1, 4, 3, 0, 2, 5], not the identity
+SEED = 0  # epoch permutations of range(6) for this seed are not the identity (tested below)
 BOUNDARY = "<|endoftext|>"
 
 
@@ -112,11 +112,16 @@ def test_epoch_permutation_for_the_chosen_seed_is_not_identity():
     assert epoch_permutation(SHARD, SEED + 1, 1).tolist() != perm.tolist()
 
 
+def first_epoch(seed: int = SEED) -> list[int]:
+    """The shard in epoch 0's order: document numbers in reading order → training-document indices."""
+    return epoch_permutation(SHARD, seed, 0).tolist()
+
+
 def test_continue_wraps_within_the_shard(store):
     it = iterator(store, DataState())
     docs = read(it, 5)
     perm = epoch_permutation(SHARD, SEED, 1).tolist()
-    assert docs[:6] == [0, 1, 2, 3, 4, 5]
+    assert docs[:6] == first_epoch()
     assert docs[6:] == perm[:4]
     assert all(d < SHARD for d in docs)
     assert it.state == DataState(mode="shard", position=10, high_water=SHARD)
@@ -131,8 +136,25 @@ def test_same_seed_same_order_and_other_seed_other_order(store):
     b = read(iterator(store, DataState()), 6)
     c = read(iterator(store, DataState(), seed=1), 6)
     assert a == b
-    assert a[:6] == c[:6] == list(range(6))  # epoch 0 is always in order
     assert a[6:] != c[6:]
+
+
+def test_every_epoch_has_its_own_order(store):
+    """A three-phase `continue` grow run reads the shard three times: three different orders."""
+    it = iterator(store, DataState())
+    docs = read(it, 9)
+    epochs = [docs[i * SHARD : (i + 1) * SHARD] for i in range(3)]
+    assert all(sorted(epoch) == list(range(SHARD)) for epoch in epochs)
+    assert len({tuple(epoch) for epoch in epochs}) == 3
+
+
+def test_the_seed_sets_the_order_of_the_first_epoch_too(store):
+    # The seed varies "initialisation and document order": two seeds must not read the shard's
+    # first epoch in the same order (nor in corpus order), or seed intervals miss data-order noise.
+    orders = [read(iterator(store, DataState(), seed=seed), 3) for seed in (SEED, 1, 2)]
+    assert all(sorted(order) == list(range(SHARD)) for order in orders)
+    assert len({tuple(order) for order in orders}) == 3
+    assert list(range(SHARD)) not in orders
 
 
 def test_reset_rewinds_to_the_start_of_the_shard(store):
@@ -140,7 +162,7 @@ def test_reset_rewinds_to_the_start_of_the_shard(store):
     read(it, 4)
     start = phase_start_state("reset", it.state)
     assert start == DataState(mode="shard", position=0, high_water=SHARD)
-    assert read(iterator(store, start), 3) == [0, 1, 2, 3, 4, 5]
+    assert read(iterator(store, start), 3) == first_epoch()
 
 
 def test_fresh_after_a_short_phase_starts_at_the_first_unread_document(store):
@@ -148,7 +170,7 @@ def test_fresh_after_a_short_phase_starts_at_the_first_unread_document(store):
     read(it, 2)  # four documents of the shard: high water 4 < shard
     start = phase_start_state("fresh", it.state)
     assert start == DataState(mode="stream", position=4, high_water=4)
-    assert read(iterator(store, start), 2) == [4, 5, 6, 7]
+    assert read(iterator(store, start), 2) == first_epoch()[4:] + [6, 7]
 
 
 def test_fresh_reads_past_the_shard_and_never_wraps(store):
@@ -206,12 +228,13 @@ def test_data_state_round_trips_as_dict():
 # ---------------------------------------------------------------- token accounting
 def test_batch_tokens_count_real_tokens_of_the_documents_read(store):
     it = iterator(store, DataState())
-    batch = it.next_batch()  # documents 0 (1 token) and 1 (2 tokens)
-    assert batch.input_ids.tolist() == [[1, PAD], [2, 2]]
-    assert batch.tokens == 3
-    batch = it.next_batch()  # documents 2 (3) and 3 (4)
-    assert batch.input_ids.shape == (2, 4)
-    assert batch.tokens == 7
+    order = first_epoch()
+    for start in (0, BATCH):
+        batch = it.next_batch()
+        documents = order[start : start + BATCH]
+        assert batch.input_ids.tolist() == [doc(i) + [PAD] * (max(map(length, documents)) - length(i))
+                                            for i in documents]
+        assert batch.tokens == sum(map(length, documents))
 
 
 def test_unique_tokens_first_pass_then_zero_on_a_second_pass(store):
@@ -232,13 +255,14 @@ def test_unique_tokens_first_pass_then_zero_on_a_second_pass(store):
 def test_unique_tokens_of_a_partial_then_fresh_phase(store):
     it = iterator(store, DataState())
     start = it.state
-    it.next_batch()  # documents 0, 1
-    assert it.unique_tokens(start, it.state) == length(0) + length(1)
-    # continue inside the shard: documents 2..5 are new
+    first = read(it, 1)  # the first two documents of epoch 0's order
+    assert it.unique_tokens(start, it.state) == sum(length(i) for i in first)
+    # continue inside the shard: the other four documents are new
     cont = iterator(store, phase_start_state("continue", it.state))
     begin = cont.state
-    read(cont, 2)
-    assert cont.unique_tokens(begin, cont.state) == sum(length(i) for i in range(2, 6))
+    rest = read(cont, 2)
+    assert sorted(first + rest) == list(range(SHARD))
+    assert cont.unique_tokens(begin, cont.state) == sum(length(i) for i in rest)
     # fresh: documents 6..9
     fresh = iterator(store, phase_start_state("fresh", cont.state))
     begin = fresh.state
@@ -249,10 +273,11 @@ def test_unique_tokens_of_a_partial_then_fresh_phase(store):
 def test_unique_tokens_fresh_after_a_short_phase_counts_only_documents_read(store):
     it = iterator(store, DataState())
     start = it.state
-    docs = read(it, 1)  # a phase shorter than the shard: documents 0, 1
+    docs = read(it, 1)  # a phase shorter than the shard: two documents
     fresh = iterator(store, phase_start_state("fresh", it.state))
     docs += read(fresh, 2)
-    assert fresh.unique_tokens(start, fresh.state) == sum(length(i) for i in set(docs))
+    assert len(set(docs)) == len(docs)  # fresh reads none of the documents already read
+    assert fresh.unique_tokens(start, fresh.state) == sum(length(i) for i in docs)
 
 
 # ---------------------------------------------------------------- tokenizer

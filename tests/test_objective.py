@@ -135,3 +135,30 @@ def test_padding_is_excluded_from_the_loss(teacher):
     for key in padded:
         assert other[key] == pytest.approx(padded[key], rel=1e-6, abs=1e-7), key
     assert math.isfinite(padded["total"])
+
+
+def test_evaluation_is_the_objective_over_every_loss_position(teacher):
+    """Validation CE, KD and KD soft are means over the loss positions of all batches (token-weighted,
+    right padding excluded): the objective on full logits at those positions, batch by batch."""
+    from normgrow.evaluate import evaluate_student
+
+    student = BlockStackStudent.from_teacher(teacher, "post", 2, 1, seed=0)
+    rng = np.random.default_rng(5)
+    batches = [collate([rng.integers(1, 64, size=n) for n in lengths], pad_id=0) for lengths in ((9, 2, 6), (3, 7))]
+    objective = Objective(alpha=0.6, gamma=0.5, temperature=2.0)
+    sums, count = dict.fromkeys(("ce", "kd", "kd_soft"), 0.0), 0
+    for batch in batches:
+        positions, labels = positions_and_labels(batch)
+        with torch.no_grad():
+            terms = objective(student_logits(student, batch, positions), causal_lm_logits(teacher, batch, positions),
+                              labels)
+        for key in sums:
+            sums[key] += float(terms[key]) * len(labels)
+        count += len(labels)
+    assert count < sum(batch.tokens for batch in batches)  # loss positions are fewer than tokens
+    got = evaluate_student(student, teacher, batches, objective, chunk=5)
+    assert got["positions"] == count
+    for key in sums:
+        assert got[key] == pytest.approx(sums[key] / count, rel=1e-5), key
+    assert got["ppl"] == pytest.approx(math.exp(sums["ce"] / count), rel=1e-5)
+    assert student.training  # evaluation restores the training mode

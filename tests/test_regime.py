@@ -47,11 +47,13 @@ def test_a_run_in_the_regime():
 
 
 def test_a_run_outside_the_regime_names_each_property():
-    props = regime(config(layers_per_block=2, warmup_fraction=0.015), TEACHER, DATA, phases((4.1, 3.9)),
+    short = phases((4.1, 3.9)).assign(run_unique_tokens=900)  # 900 / 1968 = 0.46 tokens per parameter
+    props = regime(config(layers_per_block=2, warmup_fraction=0.015), TEACHER, DATA, short,
                    paper_reference()["regime"])
     out = leaves_regime(props)
-    assert len(out) == 3
+    assert len(out) == 4
     assert out[0].startswith("student depth") and out[1].startswith("teacher ahead") and out[2].startswith("warm-up")
+    assert out[3].startswith("tokens per student parameter")
     lead = next(p for p in props if p.name.startswith("teacher ahead"))
     assert lead.ours == "-0.100 (post-grow; teacher 4.000)"
 
@@ -61,3 +63,12 @@ def test_warmup_updates(fraction, updates):
     prop = next(p for p in regime(config(warmup_fraction=fraction), TEACHER, DATA, phases(),
                                   paper_reference()["regime"]) if p.name.startswith("warm-up"))
     assert prop.ours.startswith(f"{updates} ") and prop.in_regime == (updates >= 20)
+
+
+@pytest.mark.parametrize("layers,teacher_layers,in_regime", [(4, 12, True), (3, 9, True), (4, 11, False)])
+def test_depth_ratio_of_one_third_is_in_the_regime(layers, teacher_layers, in_regime):
+    """S/T ≤ 1/3: 4 layers under a 12-layer teacher (exactly 1/3) is in the regime."""
+    cfg = config()
+    cfg["student"] = {"blocks": 1, "layers_per_block": layers}
+    prop = regime(cfg, {**TEACHER, "num_hidden_layers": teacher_layers}, DATA, phases(), paper_reference()["regime"])[0]
+    assert prop.name.startswith("student depth") and prop.in_regime is in_regime

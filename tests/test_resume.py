@@ -162,6 +162,33 @@ def test_a_state_of_another_phase_or_other_snapshots_is_not_resumed(setup, part,
     assert "resumed" not in proc.stderr
 
 
+def test_in_process_resume_gives_the_uninterrupted_result(setup, monkeypatch):
+    """Preempted at update 5 and resumed in the same process: the weights, train.csv, eval.csv and
+    state equal the uninterrupted phase's — the optimizer state and the document iterator's position
+    come back with the weights."""
+    import io
+
+    import torch
+
+    from normgrow import trainer
+    from normgrow.launch import read_phase_arguments
+
+    spec, execution = read_phase_arguments(setup["spec"])
+    root, threads = setup["root"], torch.get_num_threads()
+    monkeypatch.setenv("NORMGROW_FAULT", "term@5")
+    try:
+        with pytest.raises(trainer.Preempted):
+            trainer.train_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / "in-process",
+                                log=io.StringIO())
+        monkeypatch.delenv("NORMGROW_FAULT")
+        log = io.StringIO()
+        trainer.train_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / "in-process", log=log)
+    finally:
+        torch.set_num_threads(threads)
+    assert "resumed from the state at update 5" in log.getvalue()
+    assert_same_as_reference(setup, "in-process")
+
+
 def test_resume_restores_the_random_number_generators(setup, monkeypatch):
     """With a source of randomness in every update (torch, numpy and python draws beside the
     objective), a phase preempted at update 5 and resumed draws exactly what the uninterrupted

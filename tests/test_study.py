@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 from normgrow.paper.roles import by_role, has_role
-from normgrow.paper.study import draw, markdown, scale_effects, seed_effects
+from normgrow.paper.study import draw, markdown, scale_effects, seed_effects, tokens_per_parameter
 
 
 def phases(scale_shift: float, seeds=(1, 2, 3)) -> pd.DataFrame:
@@ -47,28 +47,58 @@ def test_a_run_without_a_role_never_passes_for_one():
     assert [has_role(run, "grow") for run in frame["run"]] == [True, False, False]
 
 
-def test_scale_effects_and_their_figure(tmp_path):
-    per_seed = pd.concat([seed_effects(phases(shift), ROLES).assign(scale=name, student_parameters=n)
+def test_tokens_per_parameter_reads_the_grow_runs_unique_tokens():
+    rows = phases(0.0).assign(run_unique_tokens=lambda f: f["phase"] * 100 + f["seed"])  # run's end: 101, 102, 103
+    rows.loc[rows["run"].str.endswith("joint"), "run_unique_tokens"] = 10**6  # joint runs are not counted
+    assert tokens_per_parameter(rows, ROLES, parameters=50) == pytest.approx(102 / 50)
+
+
+@pytest.mark.parametrize("axis", ["student_parameters", "tokens_per_parameter"])
+def test_scale_effects_and_their_figure(tmp_path, axis):
+    per_seed = pd.concat([seed_effects(phases(shift), ROLES).assign(scale=name, student_parameters=n,
+                                                                    tokens_per_parameter=n / 1e5)
                           for name, shift, n in (("s", 0.0, 1e5), ("m", 0.05, 4e5))], ignore_index=True)
     per_seed.loc[(per_seed["scale"] == "m") & (per_seed["seed"] == 3), "post-grow"] += 0.03  # spread one scale
     per_seed["delta_grow"] = per_seed["post-grow"] - per_seed["pre-grow"]
     per_seed["interaction"] = per_seed["delta_grow"] - per_seed["delta_joint"]
-    summary = scale_effects(per_seed).set_index(["scale", "effect"])
+    summary = scale_effects(per_seed, axis).set_index(["scale", "effect"])
     small = summary.loc[("s", "delta_grow")]
     assert small["mean"] == pytest.approx(-0.1) and small["low"] == pytest.approx(-0.1) and small["seeds"] == 3
+    assert small[axis] == (1e5 if axis == "student_parameters" else 1.0)
     medium = summary.loc[("m", "interaction")]
     assert medium["mean"] == pytest.approx(-0.14)
     half = 4.303 * pd.Series([-0.15, -0.15, -0.12]).std() / 3 ** 0.5  # t(0.975, 2) · s / √n
     assert medium["high"] - medium["mean"] == pytest.approx(half)
-    paths = draw(scale_effects(per_seed), tmp_path / "effects")
+    # verdicts on the paper's side: Δ_joint ≈ 0 (within the margin), Δ_grow < 0, interaction < 0
+    assert summary.loc[("s", "delta_joint"), "verdict"] == "agrees"
+    assert summary.loc[("m", "interaction"), "verdict"] == "agrees"
+    paths = draw(scale_effects(per_seed, axis), tmp_path / "effects", axis)
     assert all(p.stat().st_size > 1000 for p in paths)
-    assert "| m | 3 | +0.0000 [+0.0000, +0.0000] | -0.1400" in markdown(per_seed, scale_effects(per_seed))
+    table = markdown(per_seed, scale_effects(per_seed, axis))
+    assert "| m | 3 | +0.0000 [+0.0000, +0.0000] agrees | -0.1400" in table
+    assert "Δ_grow < 0 (paper -0.0328)" in table
 
 
-def test_study_dag_runs_every_scale(tmp_path):
+@pytest.mark.parametrize("shift,verdict", [(0.0, "disagrees"), (0.17, "inconclusive"), (0.3, "agrees")])
+def test_study_verdicts_follow_the_seed_interval(shift, verdict):
+    """Δ_grow < 0 judged by its 95% interval: entirely above 0 disagrees, straddling it is inconclusive."""
+    rows = phases(0.0)
+    rows.loc[(rows["run"] == "post-grow") & (rows["phase"] == 1), "ce"] += 0.2 - shift + rows["seed"] * 0.02
+    per_seed = seed_effects(rows, ROLES).assign(scale="s", student_parameters=1)
+    summary = scale_effects(per_seed).set_index("effect")
+    assert summary.loc["delta_grow", "verdict"] == verdict
+
+
+@pytest.mark.parametrize("study,scales", [(None, ("study", "h64", "h96", "h128")),
+                                          ("ladder.yaml", ("ladder", "tpp0.1", "tpp0.3", "tpp1", "tpp2"))])
+def test_study_dag_runs_every_scale(tmp_path, study, scales):
     snakemake = str(Path(sys.executable).parent / "snakemake")
+    options = ["--configfile", str(REPO / "configs" / study)] if study else []
     proc = subprocess.run([snakemake, "-s", str(REPO / "workflow" / "study.smk"), "-n", "--cores", "2",
-                           "--directory", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300)
+                           "--directory", str(tmp_path), *options], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for scale in ("h64", "h96", "h128"):
-        assert f"results/study/{scale}.phases.csv" in proc.stdout
+    name, *scales = scales
+    for scale in scales:
+        assert f"results/{name}/{scale}.phases.csv" in proc.stdout
+    assert ("shared_teacher" in proc.stdout) == (name == "ladder")

@@ -134,6 +134,44 @@ def test_crossover_claim():
     assert claims["crossover"] == DISAGREES
 
 
+@pytest.mark.parametrize("phase0", [-0.005, 0.0, 0.005])
+def test_crossover_accepts_a_phase0_difference_within_the_margin(phase0):
+    """Phase 0 only has to leave post-norm not ahead by more than the margin (Δ_0 ≥ −m)."""
+    phases = fixture(grow=(2.90, 2.80))
+    pre0 = phases.loc[(phases["run"] == "pre-grow") & (phases["phase"] == 0), "ce"].iloc[0]
+    phases.loc[(phases["run"] == "post-grow") & (phases["phase"] == 0), "ce"] = pre0 + phase0
+    phases.loc[(phases["run"] == "post-grow") & (phases["phase"] == 1), "ce"] = 3.1
+    claims = {c.name.split(" ")[0]: c.verdict for c in check_claims(Results(phases), pd.DataFrame(), 0.01)}
+    assert claims["crossover"] == AGREES
+    phases.loc[(phases["run"] == "post-grow") & (phases["phase"] == 0), "ce"] = pre0 - 0.05  # post ahead already
+    claims = {c.name.split(" ")[0]: c.verdict for c in check_claims(Results(phases), pd.DataFrame(), 0.01)}
+    assert claims["crossover"] == DISAGREES
+
+
+def removal_rows(pre: tuple[float, float], post: tuple[float, float], seeds=(1, 2, 3)) -> pd.DataFrame:
+    """Block removal at the final checkpoint: the last block's (angular distance, ΔCE) per grow run;
+    earlier blocks and checkpoints with large values that the claim must not read."""
+    rows = []
+    for run, (angle, dce) in (("pre-grow", pre), ("post-grow", post)):
+        for seed in seeds:
+            common = {"run": run, "seed": seed}
+            rows += [{**common, "global_step": 10, "block": 2, "angular_distance": 9.0, "delta_ce": 9.0},
+                     {**common, "global_step": 30, "block": 0, "angular_distance": 9.0, "delta_ce": 9.0},
+                     {**common, "global_step": 30, "block": 2, "angular_distance": angle + 0.001 * seed,
+                      "delta_ce": dce + 0.001 * seed}]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("angle,dce,verdict", [(0.3, 0.3, AGREES), (0.6, 0.3, DISAGREES), (0.3, 0.6, DISAGREES)])
+def test_identity_block_claim_needs_under_half_of_post_norms(angle, dce, verdict):
+    """The final pre-grow block is near identity when its angle and its ΔCE are each under half of
+    post-grow's (`angle`, `dce`: pre's as a fraction of post's)."""
+    removal = removal_rows(pre=(0.4 * angle, 2.0 * dce), post=(0.4, 2.0))
+    claims = check_claims(Results(fixture(), removal=removal), pd.DataFrame(), 0.01)
+    claim = next(c for c in claims if c.name.startswith("final pre-grow block"))
+    assert claim.verdict == verdict
+
+
 def with_controls(phases: pd.DataFrame, freeze=(3.00, 2.95), reset=(2.905, 2.795)) -> pd.DataFrame:
     """`phases` plus the freeze and grow-reset controls, with final CEs (pre, post)."""
     rows = []
@@ -186,6 +224,9 @@ def test_kurtosis_and_structural_token_claims():
     assert paper_like["scale"].verdict == AGREES
     mirrored = claims_for(pre=[(2.4, 2.3, 5), (2.45, 2.40, 4)], post=[(119, 7.1, 900), (425, 11.5, 2500)])
     assert mirrored["pre-norm"].verdict == DISAGREES and mirrored["scale"].verdict == DISAGREES
+    # heavier-tailed, but only 5× post-norm's kurtosis: short of the claim's 10×
+    five_times = claims_for(pre=[(119, 7.1, 900), (425, 11.5, 20)], post=[(2.4, 2.3, 5), (2.45, 2.40, 4)])
+    assert five_times["pre-norm"].verdict == DISAGREES
 
 
 def test_placements_table_and_figure_against_pre_norm(tmp_path):

@@ -18,7 +18,7 @@ from normgrow.data import collate
 from normgrow.objective import Objective, loss_positions, next_token_labels
 from normgrow.schedule import lr_at
 from normgrow.student import BlockStackStudent
-from normgrow.trainer import build_optimizer, train_phase
+from normgrow.trainer import build_optimizer, optimizer_step, train_phase
 
 TRAIN = Training.from_config(tiny_run_config()["train"])
 
@@ -41,6 +41,20 @@ def test_build_optimizer(teacher):
     assert id(student.embed_tokens.weight) not in got
     assert id(student.lm_head.weight) in got and id(student.boundary_norm.weight) in got
     assert all(id(p) not in got for p in student.blocks[0].parameters())
+
+
+@pytest.mark.parametrize("clip,expected", [(0.5, 0.5), (10.0, 5.0)])
+def test_optimizer_step_clips_the_global_gradient_norm(clip, expected):
+    """A gradient of norm 5 (over two parameters) is scaled to the clip before the step; a larger clip
+    leaves it; the norm before clipping is returned and the gradients are dropped."""
+    a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))
+    a.grad, b.grad = torch.tensor([3.0, 0.0]), torch.tensor([4.0])
+    optimizer = torch.optim.SGD([a, b], lr=1.0)
+    norm = optimizer_step(optimizer, clip)
+    assert float(norm) == pytest.approx(5.0)
+    step = torch.cat([a.detach(), b.detach()])
+    assert float(step.norm()) == pytest.approx(expected)  # SGD with lr 1: the step is −(clipped gradient)
+    assert a.grad is None and b.grad is None
 
 
 # ---------------------------------------------------------------- end to end

@@ -1,6 +1,9 @@
-# The seeds × scale ladder (configs/study.yaml): each scale is the whole workflow (../Snakefile) on the
-# embedded default with the scale's overrides, in its own directory; the last rule sets the placement
-# effects of every scale side by side.  snakemake -s workflow/study.smk --cores 2
+# A study of the 2 × 2 (pre/post × joint/grow) along one axis: each of its scales is the whole workflow
+# (../Snakefile) on the embedded default with the study's overrides, in its own directory
+# results/{study.name}/{scale}/ (its own report, regime table included); the last rule sets the
+# placement effects of every scale side by side. Two studies ship:
+#   snakemake -s workflow/study.smk --cores 2                                  # configs/study.yaml: seeds × width
+#   snakemake -s workflow/study.smk --cores 2 --configfile configs/ladder.yaml # training per parameter
 import copy
 import os
 import sys
@@ -10,22 +13,45 @@ import yaml
 sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.config import merge  # noqa: E402
 from normgrow.paper.roles import run_roles  # noqa: E402
+from normgrow.paper.study import AXES  # noqa: E402
 
-
-configfile: os.path.join(workflow.basedir, "..", "configs", "study.yaml")
-
+if "study" not in config:  # the seeds × width study, unless --configfile names another
+    with open(os.path.join(workflow.basedir, "..", "configs", "study.yaml")) as f:
+        config.update(yaml.safe_load(f))
 
 STUDY = config["study"]
+OUT = f"results/{STUDY['name']}"
 SCALES = list(STUDY["scales"])
+AXIS = STUDY.get("axis", "student_parameters")
+if AXIS not in AXES:
+    raise ValueError(f"study.axis {AXIS!r} is not one of {', '.join(AXES)}")
+# A shared teacher is pretrained once (in OUT/teacher/) and read by every scale as a local teacher
+# with its own tokenizer, so the scales may not change what the teacher is built from.
+SHARED_TEACHER = STUDY.get("shared_teacher", False)
+if SHARED_TEACHER:
+    for scale, overrides in STUDY["scales"].items():
+        clash = sorted({"teacher", "data", "tokenizer"} & set(overrides))
+        if clash:
+            raise ValueError(f"study.scales.{scale} sets {', '.join(clash)}, but study.shared_teacher: true pretrains "
+                             "one teacher for every scale: set them in study.common")
+TEACHER = f"{OUT}/teacher.model"
 WORKFLOW = os.path.join(workflow.basedir, "..", "Snakefile")
 with open(os.path.join(workflow.basedir, "..", "config.yaml")) as f:
     DEFAULT = yaml.safe_load(f)
 
 
+def teacher_overrides():
+    """The common settings; under a shared teacher, that teacher and its tokenizer."""
+    common = copy.deepcopy(STUDY.get("common", {}))
+    if SHARED_TEACHER:
+        merge(common, {"teacher": {"name": os.path.abspath(TEACHER)}, "tokenizer": {"train": False}})
+    return common
+
+
 def scale_overrides(scale):
     """What the scale changes in the embedded default: seeds, runs, no diagnostics, its sizes."""
-    return {"seeds": STUDY["seeds"], "build": STUDY["build"], "diagnostics": {"runs": []},
-            **STUDY["scales"][scale]}
+    return merge({"seeds": STUDY["seeds"], "build": STUDY["build"], "diagnostics": {"runs": []},
+                  **teacher_overrides()}, copy.deepcopy(STUDY["scales"][scale]))
 
 
 def merged_config(scale):
@@ -35,29 +61,32 @@ def merged_config(scale):
 localrules:
     study,
     scale_config,
+    teacher_config,
 
 
 rule study:
     input:
-        checks=expand("results/study/{scale}.check.json", scale=SCALES),
-        phases=expand("results/study/{scale}.phases.csv", scale=SCALES),
+        checks=expand(f"{OUT}/{{scale}}.check.json", scale=SCALES),
+        phases=expand(f"{OUT}/{{scale}}.phases.csv", scale=SCALES),
     output:
-        table="results/study/effects.md",
-        csv="results/study/effects.csv",
-        figure="results/study/effects.png",
+        table=f"{OUT}/effects.md",
+        csv=f"{OUT}/effects.csv",
+        figure=f"{OUT}/effects.png",
     params:
         scales=SCALES,
+        axis=AXIS,
         students=[merged_config(scale)["student"] for scale in SCALES],
         roles=[run_roles(merged_config(scale)) for scale in SCALES],
+        margin=DEFAULT["report"]["equivalence_margin"],
     log:
-        "logs/study/effects.log",
+        f"logs/{STUDY['name']}/effects.log",
     script:
         "scripts/study_effects.py"
 
 
 rule scale_config:
     output:
-        "results/study/{scale}/config.yaml",
+        f"{OUT}/{{scale}}/config.yaml",
     params:
         overrides=lambda wildcards: scale_overrides(wildcards.scale),
     run:
@@ -65,19 +94,45 @@ rule scale_config:
             yaml.safe_dump(params.overrides, f, sort_keys=False)
 
 
-# One scale: the whole workflow in results/study/{scale}/ (its own metadata, locks and resume states,
-# so a rerun resumes there); the outputs are copies, so that Snakemake never deletes the scale's own.
+# One scale: the whole workflow in OUT/{scale}/ (its own metadata, locks and resume states, so a rerun
+# resumes there); the outputs are copies, so that Snakemake never deletes the scale's own.
 rule scale:
     input:
-        "results/study/{scale}/config.yaml",
+        config=f"{OUT}/{{scale}}/config.yaml",
+        teacher=[TEACHER] if SHARED_TEACHER else [],
     output:
-        phases="results/study/{scale}.phases.csv",
-        check="results/study/{scale}.check.json",
+        phases=f"{OUT}/{{scale}}.phases.csv",
+        check=f"{OUT}/{{scale}}.check.json",
     threads: workflow.cores
     log:
-        "logs/study/{scale}.log",
+        f"logs/{STUDY['name']}/{{scale}}.log",
     shell:
-        "snakemake -s {WORKFLOW} --directory results/study/{wildcards.scale} --cores {threads} "
-        "--configfile $PWD/{input} -- results/paper > {log} 2>&1 && "
-        "cp results/study/{wildcards.scale}/results/metrics/phases.csv {output.phases} && "
-        "cp results/study/{wildcards.scale}/results/teacher/check.json {output.check}"
+        "snakemake -s {WORKFLOW} --directory {OUT}/{wildcards.scale} --cores {threads} "
+        "--configfile $PWD/{input.config} -- results/paper > {log} 2>&1 && "
+        "cp {OUT}/{wildcards.scale}/results/metrics/phases.csv {output.phases} && "
+        "cp {OUT}/{wildcards.scale}/results/teacher/check.json {output.check}"
+
+
+rule teacher_config:
+    output:
+        f"{OUT}/teacher/config.yaml",
+    params:
+        overrides=STUDY.get("common", {}),
+    run:
+        with open(output[0], "w") as f:
+            yaml.safe_dump(params.overrides, f, sort_keys=False)
+
+
+# The shared teacher: the workflow's own pretraining in OUT/teacher/, copied out like a scale's outputs.
+rule shared_teacher:
+    input:
+        f"{OUT}/teacher/config.yaml",
+    output:
+        directory(TEACHER),
+    threads: workflow.cores
+    log:
+        f"logs/{STUDY['name']}/teacher.log",
+    shell:
+        "snakemake -s {WORKFLOW} --directory {OUT}/teacher --cores {threads} "
+        "--configfile $PWD/{input} -- results/teacher/model > {log} 2>&1 && "
+        "cp -r {OUT}/teacher/results/teacher/model {output}"

@@ -7,6 +7,7 @@ Imports neither torch nor transformers (the DAG is built from it).
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -148,6 +149,7 @@ def check_config(config: dict) -> None:
     if unknown:
         raise ConfigError(f"build: {', '.join(map(repr, unknown))} not defined under runs "
                           f"({', '.join(config['runs'])})")
+    check_teacher_name(config["teacher"]["name"])
     if not config["tokenizer"]["train"] and config["teacher"]["name"] is None:
         raise ConfigError("tokenizer.train: false takes the teacher's tokenizer, but teacher.name is null (a teacher "
                           "pretrained here has no tokenizer of its own): set tokenizer.train: true or teacher.name")
@@ -162,6 +164,23 @@ def check_config(config: dict) -> None:
     if batch % ranks:
         raise ConfigError(f"train.batch_size ({batch}) is not a multiple of the training ranks ({ranks} = "
                           "resources.train ranks_per_node × nodes): every rank takes an equal share of a batch")
+
+
+# A Hugging Face hub id: `name` or `namespace/name`, of letters, digits, '-', '_' and '.'.
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+
+
+def check_teacher_name(name: str | None) -> None:
+    """teacher.name is null, an existing local directory, or a hub id (fetched when the job loads
+    it); a path that exists nowhere (absolute, relative to the working directory, or with ~) is
+    refused before any job runs."""
+    if name is None or Path(name).expanduser().is_dir():
+        return
+    if Path(name).expanduser().exists():
+        raise ConfigError(f"teacher.name: {name!r} is a file; give the directory that holds the teacher's config.json")
+    if not HUB_ID.fullmatch(name):
+        raise ConfigError(f"teacher.name: {name!r} is neither an existing local directory nor a Hugging Face hub id "
+                          "(namespace/name)")
 
 
 def launch_ranks(config: dict) -> dict[str, int]:

@@ -36,6 +36,9 @@ TRAIN_SCIENCE = ("phase_steps", "batch_size", "lr", "min_lr", "warmup_fraction",
 # train.* keys that do not: how the phase runs, not what it computes.
 TRAIN_EXECUTION = ("state_every", "loss_chunk", "compile", "activation_checkpointing")
 KEY_LENGTH = 16  # hex digits of SHA-256 in a phase key
+# The document iterator's order (normgrow.data), part of every phase key and of the teacher's
+# pretraining parameters, so that results read in another order are never taken for these.
+DOCUMENT_ORDER = "every epoch of the shard permuted by (seed, epoch)"
 
 
 # ---------------------------------------------------------------- the document iterator's position
@@ -183,7 +186,7 @@ class PhaseSpec:
     @property
     def key(self) -> str:
         """Hex digest of the normalised spec: equal keys mean the same trained result."""
-        identity = {**asdict(self), "phases": [p.identity() for p in self.phases]}
+        identity = {**asdict(self), "phases": [p.identity() for p in self.phases], "document_order": DOCUMENT_ORDER}
         blob = json.dumps(canonical_numbers(identity), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:KEY_LENGTH]
 

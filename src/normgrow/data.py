@@ -4,16 +4,21 @@ Every document is tokenized on its own, followed by the document-boundary token,
 `max_length` and never packed with another; batches are right-padded to their longest sequence.
 
 The iterator of a run reads *positions*; a position maps to a training-document index:
-- in `shard` mode, position p reads the shard (the first `shard_docs` documents) in epochs:
-  epoch 0 in order, every later epoch in a fresh permutation seeded by (seed, epoch);
+- in `shard` mode, position p reads the shard (the first `shard_docs` documents) in epochs, each
+  epoch in its own permutation seeded by (seed, epoch), the first included: the seed sets the
+  document order of every epoch, and two runs of one seed (pre- and post-norm) read identical
+  batches;
 - in `stream` mode, position p reads document p: the documents after the shard, never wrapping.
+
+Documents are numbered in *reading order*: number d < `shard_docs` is the shard's d-th document in
+epoch 0's permutation, numbers past the shard are the training split's own. A run reads numbers
+[0, high_water) and no others (epoch 0 in order, `fresh` from the high-water mark on), which makes
+unique-token accounting exact.
 
 Phase data policies (normgrow.curriculum.phase_start_state) set the iterator at phase start:
 `continue` keeps it where the previous phase left it, `reset` rewinds it to the start of the shard,
 `fresh` switches to `stream` mode at the first document not yet read in this run (past the shard
-once the shard has been read). Since reads
-are contiguous from document 0, the documents a run has read are exactly [0, high_water), which
-makes unique-token accounting exact.
+once the shard has been read).
 """
 
 from __future__ import annotations
@@ -232,9 +237,9 @@ def fixed_batches(store: TokenStore, batch_size: int, pad_id: int) -> list[Batch
 
 
 # ---------------------------------------------------------------- the run's document iterator
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=4)
 def epoch_permutation(shard_docs: int, seed: int, epoch: int) -> np.ndarray:
-    """The order in which epoch `epoch` ≥ 1 reads the shard."""
+    """The order in which epoch `epoch` reads the shard (epoch 0 included)."""
     return np.random.default_rng([seed, epoch]).permutation(shard_docs)
 
 
@@ -249,9 +254,15 @@ class DocumentIterator:
     def document(self, position: int) -> int:
         """The training-document index that `position` reads in the current mode."""
         if self.state.mode == "stream":
-            return position
+            return self.in_reading_order(position)
         epoch, offset = divmod(position, self.shard_docs)
-        return offset if epoch == 0 else int(epoch_permutation(self.shard_docs, self.seed, epoch)[offset])
+        return int(epoch_permutation(self.shard_docs, self.seed, epoch)[offset])
+
+    def in_reading_order(self, number: int) -> int:
+        """The training-document index of document `number` in reading order (module docstring)."""
+        if number < self.shard_docs:
+            return int(epoch_permutation(self.shard_docs, self.seed, 0)[number])
+        return number
 
     def next_batch(self) -> Batch:
         indices = [self.document(self.state.position + i) for i in range(self.batch_size)]
@@ -263,7 +274,8 @@ class DocumentIterator:
 
     def unique_tokens(self, start: DataState, end: DataState) -> int:
         """Tokens of the documents first read between two states (unique-token accounting)."""
-        return int(self.store.lengths[start.high_water : end.high_water].sum())
+        read = [self.in_reading_order(n) for n in range(start.high_water, end.high_water)]
+        return int(self.store.lengths[read].sum())
 
 
 def read_texts(path: Path) -> Iterator[str]:

@@ -8,7 +8,7 @@ from normgrow.config import (
     train_docs_required,
     validate_config,
 )
-from normgrow.curriculum import PhaseTable, run_checkpoints, run_phases
+from normgrow.curriculum import DOCUMENT_ORDER, PhaseTable, run_checkpoints, run_phases
 
 validate_config(config)  # the schema is package data: normgrow/config.schema.yaml
 

@@ -7,6 +7,7 @@ rule pretrain_teacher:
     params:
         pretrain=pretrain_science(config["teacher"]["pretrain"]) if config["teacher"].get("pretrain") else None,
         seed=config["data"]["split_seed"],
+        document_order=DOCUMENT_ORDER,
     threads: config["teacher"]["pretrain"]["threads"] if config["teacher"].get("pretrain") else 1
     log:
         "logs/teacher/pretrain.log",

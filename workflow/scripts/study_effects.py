@@ -1,5 +1,5 @@
 """Δ_joint, Δ_grow and the interaction of every scale and seed, summarised per scale with 95% seed
-intervals and drawn against the student's parameters (normgrow.paper.study)."""
+intervals and verdicts, and drawn against the study's axis (normgrow.paper.study)."""
 
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from normgrow.logs import job_log
-from normgrow.paper.study import draw, markdown, scale_effects, seed_effects
+from normgrow.paper.study import draw, markdown, scale_effects, seed_effects, tokens_per_parameter
 from normgrow.plan import student_parameters
 
 with job_log(snakemake.log[0]):
@@ -17,13 +17,15 @@ with job_log(snakemake.log[0]):
                                                     snakemake.params.roles, snakemake.input.checks,
                                                     snakemake.input.phases, strict=True):
         teacher = json.loads(Path(check).read_text())
-        parameters = student_parameters(SimpleNamespace(**teacher), student["blocks"], student["layers_per_block"])
-        effects = seed_effects(pd.read_csv(phases), roles)
-        frames.append(effects.assign(scale=scale, student_parameters=parameters["total"],
-                                     teacher_ce=teacher["validation_ce"]))
+        parameters = student_parameters(SimpleNamespace(**teacher), student["blocks"],
+                                        student["layers_per_block"])["total"]
+        rows = pd.read_csv(phases)
+        frames.append(seed_effects(rows, roles).assign(
+            scale=scale, student_parameters=parameters, teacher_ce=teacher["validation_ce"],
+            tokens_per_parameter=tokens_per_parameter(rows, roles, parameters)))
     per_seed = pd.concat(frames, ignore_index=True)
-    summary = scale_effects(per_seed)
+    summary = scale_effects(per_seed, snakemake.params.axis, snakemake.params.margin)
     per_seed.to_csv(snakemake.output.csv, index=False)
     Path(snakemake.output.table).write_text(markdown(per_seed, summary))
-    draw(summary, Path(snakemake.output.figure))
+    draw(summary, Path(snakemake.output.figure), snakemake.params.axis)
     print(Path(snakemake.output.table).read_text())
