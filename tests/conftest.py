@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import normgrow.threads  # noqa: F401  (first: libgomp reads its spin when torch is loaded)
+
+# isort: split
 import json
 import os
 import shutil

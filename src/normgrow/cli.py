@@ -19,6 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from normgrow import threads  # noqa: F401  (before torch: OpenMP's spin, normgrow.threads)
 from normgrow.launch import read_phase_arguments
 from normgrow.trainer import Preempted, train_phase
 
