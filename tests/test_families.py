@@ -66,6 +66,27 @@ def test_fresh_norms_are_the_identity(model_type):
             torch.testing.assert_close(module(x), rms, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("model_type", list(PREFIXES))
+def test_hybridnorm_normalises_every_heads_queries_keys_and_values(model_type):
+    """HybridNorm's QKV normalisation in every family (Qwen3's own q/k norms, a per-head norm added
+    elsewhere): scaling a query, key or value projection changes nothing; without the norm it would."""
+    student = BlockStackStudent.from_teacher(tiny_teacher(model_type), "hybridnorm", 2, 1, seed=0).eval()
+    ids = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    weights = [getattr(projection, "linear", projection).weight for block in student.blocks
+               for projection in (block[0].self_attn.q_proj, block[0].self_attn.k_proj, block[0].self_attn.v_proj)]
+    with torch.no_grad():
+        for weight in weights:
+            weight.mul_(100.0)  # projections far above the norms' ε, so that only the norm sets the scale
+        before = student(ids, mask)
+        for weight in weights:
+            weight.mul_(3.0)
+        torch.testing.assert_close(student(ids, mask), before, rtol=1e-4, atol=1e-4)
+        block = student.blocks[0][0].self_attn
+        block.o_proj.weight.mul_(3.0)  # a projection no norm follows does change the output
+        assert not torch.allclose(student(ids, mask), before, atol=1e-3)
+
+
 def test_unsupported_family_is_refused_by_name():
     config = AutoConfig.for_model("gpt2", n_layer=1, n_embd=32, n_head=4, vocab_size=64)
     with pytest.raises(ValueError, match="'gpt2' is not supported; supported decoder families: qwen3, qwen2, llama"):

@@ -130,18 +130,21 @@ class _NormedHeads(nn.Module):
 
 class HybridNormLayer(_Layer):
     """HybridNorm (Zhuo et al. 2025): QKV normalisation inside attention — RMSNorm on every head's
-    queries and keys (Qwen3's q/k norms; other families have none) and values (one more per-head
-    norm) — and post-norm around the
-    FFN's input: u = h + Attn_qkv(h); h = N_m(u); h = h + MLP(h). It has no attention-input norm: one
-    RMSNorm of H weights per layer instead of pre/post's two, plus a per-head value norm (head_dim
-    weights). Boundary: N_final (its output is not normalised)."""
+    queries, keys and values — and post-norm around the FFN's input: u = h + Attn_qkv(h);
+    h = N_m(u); h = h + MLP(h). Queries and keys take the family's own per-head norms where it has
+    them (Qwen3's q/k norms), otherwise a per-head norm on the projection's output, before RoPE, as
+    Qwen3 places its own; values always take one. It has no attention-input norm: one RMSNorm of H
+    weights per layer instead of pre/post's two, plus the per-head norms (head_dim weights each).
+    Boundary: N_final (its output is not normalised)."""
 
     boundary = "final"
 
     def __init__(self, config, layer_idx: int, depth: int):
         super().__init__(config, layer_idx, depth)
-        self.self_attn.v_proj = _NormedHeads(self.self_attn.v_proj, self.self_attn.head_dim, family(config).norm,
-                                             config.rms_norm_eps)
+        attn, norm = self.self_attn, family(config).norm
+        projections = ("v_proj",) if hasattr(attn, "q_norm") else ("q_proj", "k_proj", "v_proj")
+        for name in projections:
+            setattr(attn, name, _NormedHeads(getattr(attn, name), attn.head_dim, norm, config.rms_norm_eps))
         del self.attn_layernorm
 
     def forward(self, h, position_embeddings, attention_mask):
