@@ -37,3 +37,28 @@ def test_fused_without_head_gradient():
                           torch.randint(0, 11, (9,)), chunk=4)
     out["total"].backward()
     assert hidden.grad is not None and weight.grad is None
+
+
+def test_no_gradient_is_formed_under_no_grad(monkeypatch):
+    """Evaluation runs the fused loss under `torch.no_grad()` with a trainable student: no gradient
+    buffer (N × H, V × H in fp32) is allocated and no backward matmul runs, and the values are the same."""
+    from normgrow import objective as module
+
+    buffers = []
+    chunk_terms = module._chunk_terms
+
+    def recording(*args):
+        buffers.append((args[10], args[11]))  # grad_hidden, grad_weight
+        return chunk_terms(*args)
+
+    monkeypatch.setattr(module, "_chunk_terms", recording)
+    hidden, weight = torch.randn(9, 4, requires_grad=True), torch.randn(11, 4, requires_grad=True)
+    inputs = (torch.randn(9, 3), torch.randn(11, 3), torch.randint(0, 11, (9,)))
+    with torch.no_grad():
+        evaluated = fused_objective(Objective(), hidden, weight, *inputs, chunk=4)
+    assert len(buffers) == 3 and all(b == (None, None) for b in buffers)
+    buffers.clear()
+    trained = fused_objective(Objective(), hidden, weight, *inputs, chunk=4)
+    assert all(h is not None and w is not None for h, w in buffers)
+    for key in evaluated:
+        torch.testing.assert_close(evaluated[key], trained[key].detach())

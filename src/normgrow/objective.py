@@ -143,7 +143,11 @@ def fused_objective(objective: Objective, hidden, weight, teacher_hidden, teache
                     chunk: int, normalizer: float | None = None) -> dict[str, torch.Tensor]:
     """`objective` on hidden states at the loss positions, chunked over positions and fused with the
     LM heads (see FusedDistillationLoss). Returns `total`, `ce`, `kd` and `kd_soft` like `Objective`:
-    means over the positions, or sums divided by `normalizer` if given."""
+    means over the positions, or sums divided by `normalizer` if given. Under `torch.no_grad()`
+    (evaluation, diagnostics) no gradient is formed: a Function's `needs_input_grad` follows
+    `requires_grad` even there, so the inputs are detached first."""
+    if not torch.is_grad_enabled():
+        hidden, weight = hidden.detach(), weight.detach()
     total, ce, kd, kd_soft = FusedDistillationLoss.apply(
         hidden, weight, teacher_hidden.detach(), teacher_weight.detach(), labels, objective.alpha, objective.gamma,
         objective.temperature, chunk, normalizer or hidden.shape[0])
