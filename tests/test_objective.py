@@ -1,4 +1,4 @@
-"""The distillation objective (SPEC §2) and its loss positions."""
+"""The distillation objective (docs/definitions.md §2) and its loss positions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The per-phase LR schedule (SPEC §3): linear warm-up, then cosine decay to the minimum."""
+"""The per-phase LR schedule (docs/definitions.md §3): linear warm-up, then cosine decay to the minimum."""
 
 from __future__ import annotations
 

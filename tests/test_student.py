@@ -1,4 +1,4 @@
-"""The block-stack student against SPEC §1: placement equations, parameter counts, causality,
+"""The block-stack student against docs/definitions.md §1: placement equations, parameter counts, causality,
 frozen embedding, paired initialisation and trainability."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ ENTRY = {"post", "deepnorm"}  # placements whose boundary norm follows the embed
 
 def reference_forward(student: BlockStackStudent, input_ids: torch.Tensor, active: int,
                       skip: int | None = None) -> torch.Tensor:
-    """SPEC §1's equations (and the other placements') for an unpadded batch."""
+    """docs/definitions.md §1's equations (and the other placements') for an unpadded batch."""
     eps = student.config.rms_norm_eps
     position_ids = torch.arange(input_ids.shape[1]).unsqueeze(0)
     h = student.embed_tokens.weight[input_ids]

@@ -1,4 +1,4 @@
-"""The optimizer and a small end-to-end of the phase trainer (SPEC §3)."""
+"""The optimizer and a small end-to-end of the phase trainer (docs/definitions.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The distillation objective (paper Eq. 5, SPEC §2).
+"""The distillation objective (paper Eq. 5, docs/definitions.md §2).
 
 For every non-padding position that has a next token:
 

@@ -1,4 +1,4 @@
-"""The block-stack student (paper §Methodology, SPEC §1).
+"""The block-stack student (paper §Methodology, docs/definitions.md §1).
 
 K blocks × L decoder layers of one placement, between a frozen copy of the teacher's embedding and
 a trainable copy of its LM head, with one model-boundary RMSNorm initialised from the teacher's

@@ -1,4 +1,4 @@
-"""The phase trainer (paper Algorithm 1, SPEC §3): one phase of one run, from the previous phase's
+"""The phase trainer (paper Algorithm 1, docs/definitions.md §3): one phase of one run, from the previous phase's
 checkpoint (or the seed's initial blocks) to this phase's checkpoint and metrics.
 
 Every phase: activate its blocks, mark its trainable blocks, start a fresh AdamW and a restarted

@@ -1,4 +1,4 @@
-"""The paper's claims (SPEC §5), each checked against this run with a verdict.
+"""The paper's claims (docs/definitions.md §5), each checked against this run with a verdict.
 
 Verdict rules (m = the equivalence margin in nats, config `report.equivalence_margin`):
 - a sign claim ("x < 0"): with several seeds, "agrees" if the 95% interval of x lies entirely on
