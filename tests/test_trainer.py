@@ -14,7 +14,7 @@ from conftest import BATCH, LAYERS_PER_BLOCK, SEED, STEPS, tiny_run_config
 from safetensors.torch import load_file
 
 from normgrow.curriculum import Execution, Training, phase_spec
-from normgrow.data import collate
+from normgrow.data import collate, epoch_permutation
 from normgrow.objective import Objective, loss_positions, next_token_labels
 from normgrow.schedule import lr_at
 from normgrow.student import BlockStackStudent
@@ -128,8 +128,9 @@ def test_token_counters(workspace, freeze_run):
     train = workspace["train"]
     shard = STEPS * BATCH
     shard_tokens = sum(len(doc) for doc in train[:shard])
-    # phase 0 reads documents 0..5 in order, two per batch
-    batches = [train[i:i + BATCH] for i in range(0, shard, BATCH)]
+    # phase 0 reads the shard once in the seed's first-epoch order, BATCH documents per update
+    order = epoch_permutation(shard, SEED, 0)
+    batches = [[train[j] for j in order[i:i + BATCH]] for i in range(0, shard, BATCH)]
     tokens0 = sum(len(d) for b in batches for d in b)
     states = [json.loads((out / "state.json").read_text()) for out in freeze_run]
     c0, c1 = states[0]["phase_counters"], states[1]["phase_counters"]
@@ -185,7 +186,8 @@ def test_first_logged_loss_is_the_objective_of_the_first_batch(workspace, freeze
     teacher = workspace["teacher_model"]
     student = BlockStackStudent.from_teacher(teacher, "post", 2, LAYERS_PER_BLOCK, seed=SEED)
     student.active_blocks = 1
-    batch = collate([np.array(doc) for doc in workspace["train"][:BATCH]], pad_id=0)  # phase 0 reads in order
+    first = epoch_permutation(STEPS * BATCH, SEED, 0)[:BATCH]  # phase 0's first batch, in the seed's order
+    batch = collate([np.array(workspace["train"][i]) for i in first], pad_id=0)
     positions = loss_positions(batch.attention_mask)
     with torch.no_grad():
         teacher_logits = teacher(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[positions]
