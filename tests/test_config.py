@@ -279,6 +279,8 @@ def test_train_docs_required_by_run(default):
     assert only("pre-joint", "post-grow", "pre-freeze", "post-grow-reset") == 800
     assert only("post-joint-long") == 1600
     assert only("post-joint-longer") == 2400
+    # the runs built: a run left out by `build` reads nothing (the corpus rule checks these)
+    assert train_docs_required(default, built_runs({**default, "build": ["pre-joint", "post-grow"]})) == 800
 
 
 def test_train_docs_required_with_longer_phases(default):

@@ -102,11 +102,12 @@ def _parse_command_line_strings(config: dict, errors: list) -> bool:
     return changed
 
 
-def train_docs_required(config: dict) -> int:
-    """The most training documents any run reads (its data states replayed without training)."""
+def train_docs_required(config: dict, runs: list[str] | None = None) -> int:
+    """The most training documents any of `runs` reads (default: every run defined), its data states
+    replayed without training."""
     batch, shard = config["train"]["batch_size"], shard_docs(config)
     needed = 0
-    for run in config["runs"]:
+    for run in config["runs"] if runs is None else runs:
         state = DataState()
         for phase in run_phases(config, run):
             state = phase.start_state(state).advanced(phase.steps * batch, shard)

@@ -4,7 +4,7 @@ read) and a manifest."""
 import json
 from pathlib import Path
 
-from normgrow.config import train_docs_required
+from normgrow.config import built_runs, train_docs_required
 from normgrow.data import load_corpus, split_corpus
 from normgrow.logs import job_log
 
@@ -19,10 +19,11 @@ with job_log(snakemake.log[0]):
     finally:
         for f in files.values():
             f.close()
-    required = train_docs_required(snakemake.config)  # a check, not a param: adding a run reruns nothing
+    # a check, not a param (adding a run reruns nothing), of the runs built: one left out reads nothing
+    required = train_docs_required(snakemake.config, built_runs(snakemake.config))
     if counts["documents"]["train"] < required:
-        raise SystemExit(f"the corpus yields {counts['documents']['train']} training documents, but the configured "
-                         f"runs read {required}: lower train.phase_steps or train.batch_size, or use a "
+        raise SystemExit(f"the corpus yields {counts['documents']['train']} training documents, but the runs "
+                         f"built read {required}: lower train.phase_steps or train.batch_size, or use a "
                          f"larger corpus (data.source)")
     manifest = {"source": data["source"], "split_seed": data["split_seed"], **counts}
     Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2) + "\n")
