@@ -56,7 +56,7 @@ def test_tokens_per_parameter_reads_the_grow_runs_unique_tokens():
 @pytest.mark.parametrize("axis", ["student_parameters", "tokens_per_parameter"])
 def test_scale_effects_and_their_figure(tmp_path, axis):
     per_seed = pd.concat([seed_effects(phases(shift), ROLES).assign(scale=name, student_parameters=n,
-                                                                    tokens_per_parameter=n / 1e5)
+                                                                    tokens_per_parameter=n / 1e5, teacher_ce=2.5)
                           for name, shift, n in (("s", 0.0, 1e5), ("m", 0.05, 4e5))], ignore_index=True)
     per_seed.loc[(per_seed["scale"] == "m") & (per_seed["seed"] == 3), "post-grow"] += 0.03  # spread one scale
     per_seed["delta_grow"] = per_seed["post-grow"] - per_seed["pre-grow"]
@@ -75,7 +75,7 @@ def test_scale_effects_and_their_figure(tmp_path, axis):
     paths = draw(scale_effects(per_seed, axis), tmp_path / "effects", axis)
     assert all(p.stat().st_size > 1000 for p in paths)
     table = markdown(per_seed, scale_effects(per_seed, axis))
-    assert "| m | 3 | +0.0000 [+0.0000, +0.0000] agrees | -0.1400" in table
+    assert "| m | 3 | +0.260 | +0.0000 [+0.0000, +0.0000] agrees | -0.1400" in table  # lead: 2.76 − 2.5
     assert "Δ_grow < 0 (paper -0.0328)" in table
 
 

@@ -26,6 +26,7 @@ import pandas as pd
 from normgrow.paper.claims import equivalence_verdict, sign_verdict
 from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.reference import paper_reference
+from normgrow.paper.regime import MIN_TEACHER_LEAD
 from normgrow.paper.results import final_phases
 from normgrow.paper.roles import by_role, has_role
 from normgrow.paper.stats import mean_ci
@@ -112,7 +113,8 @@ def draw(summary: pd.DataFrame, path: Path, axis: str = "student_parameters") ->
 
 
 def markdown(per_seed: pd.DataFrame, summary: pd.DataFrame) -> str:
-    """The per-seed table and the per-scale summary (mean [95% interval], verdict on the paper's side)."""
+    """The per-seed table and the per-scale summary: mean [95% interval] and verdict on the paper's side
+    of each effect, and the teacher's lead over the best run of any seed (the regime's condition)."""
     runs = ["pre-joint", "post-joint", "pre-grow", "post-grow"]
     seeds = Grid(["scale", "student parameters", "tokens per parameter", "seed", *runs, "Δ_joint", "Δ_grow",
                   "interaction"],
@@ -120,10 +122,12 @@ def markdown(per_seed: pd.DataFrame, summary: pd.DataFrame) -> str:
                    str(r["seed"])] + [f"{r[run]:.4f}" for run in runs] + [f"{r[e]:+.4f}" for e in EFFECTS]
                   for _, r in per_seed.iterrows()])
     paper = paper_reference()["table1"]
+    lead = (per_seed[runs].min(axis=1) - per_seed["teacher_ce"]).groupby(per_seed["scale"]).min()
     rows = []
     for scale, group in summary.groupby("scale", sort=False):
         cells = {r["effect"]: f"{r['mean']:+.4f} [{r['low']:+.4f}, {r['high']:+.4f}] {r['verdict']}"
                  for _, r in group.iterrows()}
-        rows.append([str(scale), str(int(group["seeds"].iloc[0]))] + [cells[e] for e in EFFECTS])
-    header = ["scale", "seeds"] + [f"{LABELS[e].split(' ')[0]} {CLAIMED[e]} (paper {paper[e]:+.4f})" for e in EFFECTS]
+        rows.append([str(scale), str(int(group["seeds"].iloc[0])), f"{lead[scale]:+.3f}"] + [cells[e] for e in EFFECTS])
+    header = ["scale", "seeds", f"teacher lead (≥ {MIN_TEACHER_LEAD})"] + [
+        f"{LABELS[e].split(' ')[0]} {CLAIMED[e]} (paper {paper[e]:+.4f})" for e in EFFECTS]
     return to_markdown([seeds, Grid(header, rows)])
