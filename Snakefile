@@ -1,5 +1,6 @@
 # normgrow: "Rethinking Normalization Placement for LLMs: Post-Norm under Curriculum Depth Growing",
 # reproduced end to end. `snakemake --cores 2 results/paper` on the embedded default (config.yaml).
+import os
 import re
 import sys
 
