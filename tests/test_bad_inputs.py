@@ -43,7 +43,7 @@ def test_budgets_needing_more_documents_than_the_corpus_holds(workdir):
     # post-joint-longer reads three shards of 12 × 4 documents; give the corpus only 100
     proc = run_workflow(workdir, "data:\n  train_docs: 100\n", "results/data/corpus/manifest.json")
     assert proc.returncode != 0
-    assert "the corpus yields 100 training documents, but the configured runs read 144" in proc.stdout
+    assert "the corpus yields 100 training documents, but the runs built read 144" in proc.stdout
     assert not (workdir / "results" / "data" / "corpus" / "manifest.json").exists()
     assert proc.stdout.count("the corpus yields 100 training documents") == 1  # a certain error is not retried
 
