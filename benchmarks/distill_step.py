@@ -24,7 +24,10 @@ For each shape it runs, each in a fresh subprocess (so peak memory is its own):
   default AdamW; bf16 autocast where the config computes in bf16;
 - `loss-ours` / `loss-naive`: the KD + CE part alone (hidden states → loss → backward into the
   hidden states and the student head) at the shape's vocabulary, on `loss_positions` positions
-  (the paper shape uses hidden 512 here, so that the logits, not the head's gradient, dominate).
+  (the paper shape uses hidden 512 here, so that the logits, not the head's gradient, dominate);
+- `eval-ours` / `eval-before`: the same KD + CE as evaluation runs it, under `torch.no_grad()`:
+  through `fused_objective`, and as it ran before `fused_objective` detached its inputs there (the
+  fused Function then formed the head's V × H gradient buffer and did the backward matmuls).
 
 It runs on the GPU when one is visible (`CUDA_VISIBLE_DEVICES=` forces the CPU) and prints the
 median step time over `--reps` repetitions after one warm-up, tokens/s, peak memory above the loaded
@@ -62,7 +65,7 @@ from pathlib import Path
 import docs_block
 
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ["naive", "ours", "ours-compiled", "loss-naive", "loss-ours"]
+VARIANTS = ["naive", "ours", "ours-compiled", "loss-naive", "loss-ours", "eval-before", "eval-ours"]
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}  # dense bf16 per GPU (NVIDIA datasheets)
 LOSS_CHUNK = 256  # positions per chunk of the fused KD + CE alone (loss-ours)
 OPTIMIZER = {"lr": 1e-4, "min_lr": 1e-6, "warmup_fraction": 0.015, "betas": (0.9, 0.95), "eps": 1e-8,
@@ -107,7 +110,7 @@ def shape(name: str) -> dict:
     teacher = dict(vocab_size=151936, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
                    intermediate_size=12288, num_hidden_layers=1, max_position_embeddings=512)
     return dict(teacher=teacher, teacher_dtype="bfloat16", blocks=1, layers_per_block=1, rows=2, seq=64,
-                loss_chunk=4096, precision="fp32", activation_checkpointing=False, loss_positions=2048,
+                loss_chunk=4096, precision="float32", activation_checkpointing=False, loss_positions=2048,
                 loss_hidden=512)
 
 
@@ -172,16 +175,20 @@ def naive_terms(student, teacher, batch, objective, precision):
     positions, labels = positions_and_labels(batch)
     with torch.no_grad():
         teacher_logits = teacher(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits.float()
-    with torch.autocast(batch.input_ids.device.type, torch.bfloat16, enabled=precision == "bf16"):
+    with torch.autocast(batch.input_ids.device.type, torch.bfloat16, enabled=precision == "bfloat16"):
         student_logits = student.lm_head(student(batch.input_ids, batch.attention_mask)).float()
     return objective(at_positions(student_logits, positions), at_positions(teacher_logits, positions), labels)
 
 
 def loss_step(s: dict, variant: str, device):
-    """KD + CE alone on random hidden states: (step, tokens, flops)."""
+    """KD + CE alone on random hidden states: (step, tokens, flops). `loss-*`: forward and backward;
+    `eval-*`: forward under `torch.no_grad()` as evaluation runs it, the student head requiring
+    gradients as in training — `eval-ours` through `fused_objective`, `eval-before` the fused Function
+    applied to the inputs as they are, as `fused_objective` did before it detached them under no_grad
+    (the Function then formed the head's gradient buffer and the backward matmuls, for nothing)."""
     import torch
 
-    from normgrow.objective import Objective, fused_objective
+    from normgrow.objective import FusedDistillationLoss, Objective, fused_objective
 
     n, v, h = s["loss_positions"], s["teacher"]["vocab_size"], s.get("loss_hidden", s["teacher"]["hidden_size"])
     head = (torch.randn(v, h, device=device) * 0.02).requires_grad_()
@@ -190,6 +197,16 @@ def loss_step(s: dict, variant: str, device):
     teacher_hidden = torch.randn(n, h, device=device)
     labels = torch.randint(0, v, (n,), device=device)
     objective = Objective()
+
+    if variant.startswith("eval"):
+        def evaluation():
+            with torch.no_grad():
+                if variant == "eval-ours":
+                    return fused_objective(objective, hidden, head, teacher_hidden, t_head, labels, chunk=LOSS_CHUNK)
+                return FusedDistillationLoss.apply(hidden, head, teacher_hidden, t_head, labels, objective.alpha,
+                                                   objective.gamma, objective.temperature, LOSS_CHUNK, n)
+
+        return evaluation, n, 4 * v * h * n  # teacher and student head forwards
 
     def step():
         if variant == "loss-ours":
@@ -285,7 +302,7 @@ def run_variant(shape_name: str, variant: str, reps: int) -> dict:
             raise SystemExit(f"shape {shape_name!r} needs a GPU (with CUDA_VISIBLE_DEVICES unset)")
         result = {"shape": shape_name, "variant": variant, "device": ranks.device.type}
         try:
-            if variant.startswith("loss"):
+            if variant.startswith(("loss", "eval")):
                 step, tokens, flops = loss_step(s, variant, ranks.device)
             else:
                 step, tokens, flops = full_step(s, variant, ranks)
@@ -324,7 +341,9 @@ def row(r: dict, peak: float | None, baseline: dict | None) -> str:
 
 
 PARTS = [("full step", "naive", "ours"), ("full step, `train.compile: true`", "naive", "ours-compiled"),
-         ("KD + CE alone", "loss-naive", "loss-ours")]
+         ("KD + CE alone", "loss-naive", "loss-ours"),
+         ("evaluation's KD + CE (no_grad; naive: before the fix, a head gradient formed)", "eval-before", "eval-ours")]
+BASELINE = {ours: naive for _, naive, ours in PARTS}
 
 
 def cell(r: dict | None, peak: float | None) -> str:
@@ -353,7 +372,7 @@ def markdown(results: dict[str, dict[str, dict]], peak: float | None) -> list[st
         for part, naive, ours in PARTS:
             if ours not in measured and (naive not in measured or ours == "ours-compiled"):
                 continue  # the naive step is shown with `ours`; `ours-compiled` has its own row
-            if naive.startswith("loss"):
+            if naive.startswith(("loss", "eval")):
                 s = shape(name)
                 part += (f", {s['loss_positions']:,} positions × vocabulary {s['teacher']['vocab_size']:,}, "
                          f"hidden {s.get('loss_hidden', s['teacher']['hidden_size']):,}, chunks of {LOSS_CHUNK}")
@@ -404,8 +423,7 @@ def main() -> None:
             if out.returncode:
                 sys.exit(f"{name} {variant} failed:\n{out.stderr[-3000:]}")
             r = results[variant] = json.loads(out.stdout.strip().splitlines()[-1])
-            baseline = results.get("loss-naive" if variant.startswith("loss") else "naive") if "ours" in variant \
-                else None
+            baseline = results.get(BASELINE[variant]) if variant in BASELINE else None
             print(row(r, peak, baseline), flush=True)
     if args.write:
         # each child's own peak (RUSAGE_CHILDREN would also count processes before this one in a shell chain)

@@ -1,6 +1,6 @@
 """Teacher variants for choosing the embedded miniature (docs/miniature.md): pretrain each
-LAYERS:STEPS:LR teacher of the embedded default's width on the tokens of a finished run, and print
-its validation CE and wall time.
+LAYERS:STEPS:LR teacher, otherwise the embedded default's (config.yaml's teacher.pretrain: width,
+heads, batch, schedule), on the tokens of a finished run, and print its validation CE and wall time.
 
     python benchmarks/miniature_teachers.py results/data OUT 9:1000:3e-3 12:1000:3e-3
 
@@ -27,6 +27,13 @@ def table_row(r: dict) -> str:
     return f"| {r['layers']} layers | {r['steps']:,} | {r['lr']:g} | {r['wall_s']:.0f} s | {r['validation_ce']:.3f} |"
 
 
+def default_pretrain() -> dict:
+    """The embedded default's teacher.pretrain (config.yaml): width, heads, batch, schedule."""
+    import yaml
+
+    return yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())["teacher"]["pretrain"]
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", help="a finished run's results/data (tokenizer, tokens)")
@@ -49,9 +56,7 @@ def main(argv: list[str]) -> None:
     results, load = [], os.getloadavg()[0]
     for variant in args.variants:
         layers, steps, lr = variant.split(":")
-        spec = dict(hidden_size=128, num_hidden_layers=int(layers), num_attention_heads=4, num_key_value_heads=2,
-                    head_dim=32, intermediate_size=384, max_position_embeddings=512, steps=int(steps), batch_size=16,
-                    lr=float(lr), weight_decay=0.1, warmup_fraction=0.05)
+        spec = {**default_pretrain(), "num_hidden_layers": int(layers), "steps": int(steps), "lr": float(lr)}
         start = time.time()
         model = pretrain_teacher(spec, tokenizer, train, 0, 42, open("/dev/null", "w"))
         wall = time.time() - start

@@ -1,5 +1,5 @@
 """Where a finished workflow run's time went: per rule, the jobs, their summed wall time and CPU
-time, from the Snakemake benchmark files every rule writes (`benchmark:` → benchmarks/RULE/*.tsv
+time, from the Snakemake benchmark files every rule writes (`benchmark:` → logs/benchmarks/RULE/*.tsv
 under the run's directory), and the run's own wall time from its newest Snakemake log.
 
     python benchmarks/run_time.py RUN_DIR
@@ -18,9 +18,9 @@ import pandas as pd
 
 
 def rule_times(run_dir: Path) -> pd.DataFrame:
-    """One row per rule directory under RUN_DIR/benchmarks: jobs, wall seconds, CPU seconds."""
+    """One row per rule directory under RUN_DIR/logs/benchmarks: jobs, wall seconds, CPU seconds."""
     rows = []
-    for rule in sorted(p for p in (run_dir / "benchmarks").iterdir() if p.is_dir()):
+    for rule in sorted(p for p in (run_dir / "logs" / "benchmarks").iterdir() if p.is_dir()):
         frames = [pd.read_csv(f, sep="\t") for f in sorted(rule.rglob("*.tsv"))]
         if frames:
             jobs = pd.concat(frames, ignore_index=True)

@@ -106,7 +106,7 @@ def tiny_run_config() -> dict:
         "train": {"phase_steps": STEPS, "batch_size": BATCH, "lr": 1e-2, "min_lr": 1e-4,
                   "warmup_fraction": 0.015, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0,
                   "grad_clip": 0.5, "eval_every": 2, "state_every": 2, "loss_chunk": 5,
-                  "precision": "fp32", "activation_checkpointing": False},
+                  "precision": "float32", "activation_checkpointing": False, "compile": False},
         "curricula": {"freeze": [{"active_blocks": 1, "trainable": "newest"},
                                  {"active_blocks": 2, "trainable": "newest"}]},
         "runs": {"post-freeze": {"placement": "post", "curriculum": "freeze"}},

@@ -30,7 +30,7 @@ TINY_TEACHER = dict(vocab_size=64, hidden_size=16, num_attention_heads=4, num_ke
 
 def tiny_shape(**changes):
     return {**dict(teacher=TINY_TEACHER, teacher_dtype="float32", blocks=2, layers_per_block=1, rows=2, seq=12,
-                   loss_chunk=5, precision="fp32", activation_checkpointing=False, loss_positions=16), **changes}
+                   loss_chunk=5, precision="float32", activation_checkpointing=False, loss_positions=16), **changes}
 
 
 @pytest.mark.slow
@@ -79,7 +79,7 @@ def test_mfu_peak_is_the_flag_or_the_known_card():
 
 @pytest.mark.parametrize("variant", ["ours", "naive"])
 def test_a_bf16_checkpointed_step_runs_as_on_a_gpu(monkeypatch, variant):
-    s = tiny_shape(precision="bf16", activation_checkpointing=True, teacher_dtype="bfloat16")
+    s = tiny_shape(precision="bfloat16", activation_checkpointing=True, teacher_dtype="bfloat16")
     monkeypatch.setattr(bench, "shape", lambda name: s)
     result = bench.run_variant("tiny", variant, reps=2)
     assert result["device"] == "cpu" and result["seconds"] > 0

@@ -258,16 +258,16 @@ def test_config_error_is_a_value_error():
 
 # ---------------------------------------------------------------- data budgets
 def test_shard_is_one_phase_of_documents(default):
-    assert shard_docs(default) == 100 * 8
+    assert shard_docs(default) == default["train"]["phase_steps"] * default["train"]["batch_size"] == 100 * 14
 
 
 def test_train_docs_required_default(default):
-    # Shard runs (joint, grow, freeze, grow-reset) never leave the first 100 × 8 documents;
-    # post-joint-long reads the shard then one fresh shard (2 × 800); post-joint-longer reads the
-    # shard then two fresh shards, one after the other: 3 × 100 × 8 = 2400 documents.
+    # Shard runs (joint, grow, freeze, grow-reset) never leave the first 100 × 14 documents;
+    # post-joint-long reads the shard then one fresh shard (2 × 1400); post-joint-longer reads the
+    # shard then two fresh shards, one after the other: 3 × 100 × 14 = 4200 documents.
     config = validate_config(default, SCHEMA)
     assert train_docs_required(config) == 3 * config["train"]["phase_steps"] * config["train"]["batch_size"]
-    assert train_docs_required(config) == 2400
+    assert train_docs_required(config) == 4200
 
 
 def test_train_docs_required_by_run(default):
@@ -276,18 +276,18 @@ def test_train_docs_required_by_run(default):
         config["runs"] = {r: default["runs"][r] for r in runs}
         return train_docs_required(config)
 
-    assert only("pre-joint", "post-grow", "pre-freeze", "post-grow-reset") == 800
-    assert only("post-joint-long") == 1600
-    assert only("post-joint-longer") == 2400
+    assert only("pre-joint", "post-grow", "pre-freeze", "post-grow-reset") == 1400
+    assert only("post-joint-long") == 2800
+    assert only("post-joint-longer") == 4200
     # the runs built: a run left out by `build` reads nothing (the corpus rule checks these)
-    assert train_docs_required(default, built_runs({**default, "build": ["pre-joint", "post-grow"]})) == 800
+    assert train_docs_required(default, built_runs({**default, "build": ["pre-joint", "post-grow"]})) == 1400
 
 
 def test_train_docs_required_with_longer_phases(default):
     default["curricula"]["joint-long"][1]["steps"] = 300  # the fresh phase reads two shards' worth
     default["curricula"]["grow"][2]["steps"] = 1000  # wraps within the shard: no new documents
     default["runs"] = {r: default["runs"][r] for r in ("post-joint-long", "post-grow")}
-    assert train_docs_required(default) == 800 + 300 * 8
+    assert train_docs_required(default) == 1400 + 300 * 14
 
 
 def test_ci_config_budgets(ci):
@@ -323,7 +323,7 @@ def test_multi_node_training_is_one_srun_task_per_node(default):
 
 def test_batch_that_does_not_split_over_the_ranks_is_a_config_error(default):
     message = error_of(merge(default, {"resources": {"train": {"gpus": 3}}}))
-    assert "train.batch_size (8) is not a multiple of the training ranks (3" in message
+    assert "train.batch_size (14) is not a multiple of the training ranks (3" in message
 
 
 @pytest.mark.parametrize("name", ["/nonexistent/teacher", "./missing-teacher", "~/no/such/teacher", "a/b/c"])

@@ -17,7 +17,7 @@ DOC = REPO / "docs" / "configuration.md"
 KEYWORDS = {"$schema", "$defs", "$ref", "description", "type", "enum", "const", "default", "properties",
             "additionalProperties", "required", "propertyNames", "minProperties", "items", "minItems", "maxItems",
             "uniqueItems", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern", "if", "then",
-            "else"}
+            "else", "kind"}  # kind: science or execution, normgrow.kinds (an annotation JSON Schema ignores)
 # Keys whose entries are user-chosen names: the reference writes them as `*`.
 MAPS = {"curricula", "runs"}
 

@@ -89,7 +89,7 @@ def test_phase_spec_round_trips_through_json(default):
     again = PhaseSpec.from_json(json.loads(json.dumps(spec.to_json())))
     assert again == spec and again.key == spec.key
     assert spec.seed == 42 and spec.index == 1 and spec.placement == "post"
-    assert spec.shard_docs == 100 * 8
+    assert spec.shard_docs == 100 * 14
     assert len(spec.phases) == 2 and spec.phase.data == "fresh"
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.seed = 1
@@ -165,13 +165,13 @@ def test_execution_settings_and_names_do_not_change_keys(default, change):
     lambda c: c["train"].update(lr=2e-3),
     lambda c: c["train"].update(batch_size=4),
     lambda c: c["train"].update(phase_steps=120),
-    lambda c: c["train"].update(precision="bf16"),
+    lambda c: c["train"].update(precision="bfloat16"),
     lambda c: c["train"].update(eval_every=25),
     lambda c: c["objective"].update(alpha=0.5),
     lambda c: c["student"].update(layers_per_block=3),
     lambda c: c["teacher"]["pretrain"].update(steps=10),
     lambda c: c["data"].update(max_length=64),
-    lambda c: c["tokenizer"].update(vocab_size=1024),
+    lambda c: c["tokenizer"].update(vocab_size=2048),
     lambda c: c.update(seeds=[7]),
 ])
 def test_science_changes_every_key(default, change):

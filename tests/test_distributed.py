@@ -159,7 +159,7 @@ def test_multi_node_command_starts_one_torchrun_per_node_inside_srun():
 @pytest.mark.slow
 def test_bf16_compute_keeps_fp32_weights_and_tracks_the_fp32_loss(setup):
     config = json.loads((setup["root"] / "spec1.json").read_text())
-    config["spec"]["training"]["precision"] = "bf16"
+    config["spec"]["training"]["precision"] = "bfloat16"
     spec = setup["root"] / "spec1-bf16.json"
     spec.write_text(json.dumps(config))
     proc = train(setup, "bf16", ranks=2, spec=spec)
@@ -177,7 +177,7 @@ def test_one_fp32_process_keeps_the_plain_module_and_bf16_is_sharded():
     from torch.distributed.fsdp import FSDPModule
 
     with process_group() as ranks:
-        for precision, sharded in (("fp32", False), ("bf16", True)):
+        for precision, sharded in (("float32", False), ("bfloat16", True)):
             student = BlockStackStudent.from_teacher(make_teacher(), "pre", 2, 1, seed=0)
             shard_student(student, ranks, precision)
             assert isinstance(student, FSDPModule) == sharded

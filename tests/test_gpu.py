@@ -36,7 +36,7 @@ def test_a_bf16_phase_on_the_gpu_tracks_the_cpu_fp32_phase(tmp_path):
     config = tiny_run_config()
     config["train"].update(phase_steps=8, batch_size=4, eval_every=4)
     specs = {"cpu": phase_arguments_for(config, "post-freeze", 7, 0)}
-    config["train"]["precision"] = "bf16"
+    config["train"]["precision"] = "bfloat16"
     config["teacher"]["dtype"] = "bfloat16"
     specs["gpu"] = phase_arguments_for(config, "post-freeze", 7, 0)
     for name, spec in specs.items():

@@ -38,12 +38,12 @@ def test_plan_follows_the_configs_precision_dtype_and_checkpointing():
     config = validate_config(yaml.safe_load((REPO / "config.yaml").read_text()), SCHEMA)  # fp32, float32, no ckpt
     teacher = make_teacher(vocab_size=1000, hidden_size=64).config
     fp32 = plan(config, teacher, 1, 80)["memory_gb"]
-    assert fp32["gathered fp32 weights (root unit, 2 layers)"] == 0  # one fp32 process: the plain module
+    assert fp32["gathered float32 weights (root unit, 2 layers)"] == 0  # one fp32 process: the plain module
     assert fp32["teacher (float32, replicated)"] * 1e9 == 4 * teacher_parameters(teacher)
-    config["train"].update(precision="bf16", activation_checkpointing=True)
+    config["train"].update(precision="bfloat16", activation_checkpointing=True)
     config["teacher"]["dtype"] = "bfloat16"
     bf16 = plan(config, teacher, 1, 80)["memory_gb"]
-    assert bf16["gathered bf16 weights (root unit, 2 layers)"] > 0
+    assert bf16["gathered bfloat16 weights (root unit, 2 layers)"] > 0
     assert bf16["teacher (bfloat16, replicated)"] * 1e9 == 2 * teacher_parameters(teacher)
     stage = "backward (saved inputs, one layer)"
     assert plan(config, teacher, 1, 80)["stages_gb"][stage] < plan(config, teacher, 1, 80, False)["stages_gb"][stage]

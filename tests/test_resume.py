@@ -180,6 +180,11 @@ def test_in_process_resume_gives_the_uninterrupted_result(setup, monkeypatch):
         with pytest.raises(trainer.Preempted):
             trainer.train_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / "in-process",
                                 log=io.StringIO())
+        saved = root / "in-process" / "resume" / "state-5"
+        # data only, so that loading a state runs no code: DCP's shards and metadata, and JSON
+        assert all(p.suffix in (".distcp", ".json") or p.name == ".metadata" for p in saved.iterdir())
+        progress = json.loads((saved / "progress.json").read_text())
+        assert progress["progress"]["step"] == 5 and set(progress["rng"]) == {"torch", "numpy", "python"}
         monkeypatch.delenv("NORMGROW_FAULT")
         log = io.StringIO()
         trainer.train_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / "in-process", log=log)

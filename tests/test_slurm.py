@@ -73,7 +73,7 @@ def test_ci_config_builds_the_paper_through_slurm(slurm_run):
     # every job but those that only build tables, figures and the report was submitted with sbatch
     submitted = Counter(re.findall(r"has been submitted with SLURM jobid \d+ \(log: \S*/rule_(\w+)/", proc.stdout))
     assert submitted["train_phase"] == 18 and submitted["diagnose"] == 8, submitted  # each distinct phase once
-    assert {"corpus", "tokenizer", "tokenize", "pretrain_teacher", "check_teacher"} <= set(submitted)
+    assert {"corpus", "build_tokenizer", "tokenize_corpus", "pretrain_teacher", "check_teacher"} <= set(submitted)
     assert not set(submitted) & {"collect_metrics", "paper", "run_index", "all"}
     assert re.search(r"localrule (paper|collect_metrics):", proc.stdout)
     # the sbatch output of every job, successful ones included, is kept (slurm-keep-successful-logs)

@@ -21,7 +21,7 @@ from normgrow.trainer import build_optimizer
 
 PLACEMENT_NAMES = ["pre", "post", "sandwich", "deepnorm", "hybridnorm", "mix-ln", "mix-ln@2"]
 TRAIN = Training(batch_size=2, lr=1e-2, min_lr=1e-4, warmup_fraction=0.0, betas=(0.9, 0.95), eps=1e-8,
-                 weight_decay=0.0, grad_clip=0.5, eval_every=1, precision="fp32")
+                 weight_decay=0.0, grad_clip=0.5, eval_every=1, precision="float32")
 
 
 # ---------------------------------------------------------------- an independent reference

@@ -23,7 +23,7 @@ def reduced():
     """bf16, activation checkpointing, 2 documents × 256 tokens per rank on 4 ranks, vocabulary 4096:
     full logits of one rank's positions (510 × 4096) would be 4× the head's fp32 gradient."""
     config = validate_config(yaml.safe_load((REPO / "config.yaml").read_text()))
-    config["train"].update(precision="bf16", activation_checkpointing=True, loss_chunk=64, batch_size=8)
+    config["train"].update(precision="bfloat16", activation_checkpointing=True, loss_chunk=64, batch_size=8)
     config["teacher"]["dtype"] = "bfloat16"
     config["data"].update(max_length=256, diag_docs=2, diag_max_length=256)
     teacher = Qwen3Config(vocab_size=4096, hidden_size=64, intermediate_size=192, num_hidden_layers=4,

@@ -26,7 +26,7 @@ from normgrow.curriculum import PhaseTable
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 CI = REPO / "configs" / "ci.yaml"
 DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
-ONE_EACH = ("corpus", "tokenizer", "tokenize", "pretrain_teacher", "check_teacher", "collect_metrics",
+ONE_EACH = ("corpus", "build_tokenizer", "tokenize_corpus", "pretrain_teacher", "check_teacher", "collect_metrics",
             "paper", "all")
 PHASE_FILES = ("student.safetensors", "state.json", "train.csv", "eval.csv")
 
@@ -271,12 +271,13 @@ def test_ci_run_writes_every_phase_once_and_every_run_sees_its_phases(ci_run):
     for (run, seed), keys in table.runs.items():
         index = yaml.safe_load((runs / run / f"seed{seed}" / "phases.json").read_text())
         assert [entry["key"] for entry in index["phases"]] == keys
-        for p, key in enumerate(keys):
-            link = runs / run / f"seed{seed}" / f"phase{p}"
-            assert link.is_symlink() and link.resolve() == (ci_run / "results" / "phases" / key).resolve()
+        for entry in index["phases"]:
+            folder = ci_run / entry["dir"]
+            assert folder == ci_run / "results" / "phases" / entry["key"]
             for name in PHASE_FILES:
-                assert (link / name).is_file(), link / name
-    assert len(list(runs.glob("*/seed*/phase[0-9]*"))) == 25
+                assert (folder / name).is_file(), folder / name
+    assert sum(len(keys) for keys in table.runs.values()) == 25
+    assert not list(runs.glob("*/seed*/phase[0-9]*")), "a run's folder holds only its index (no undeclared links)"
 
 
 @pytest.mark.slow
@@ -295,7 +296,7 @@ def test_ci_run_forcerun_one_phase_reruns_it_and_downstream_only(ci_run):
     assert sorted(phase_jobs(jobs)) == sorted(keys[1:])
     counts = Counter(job.rule for job in jobs)
     assert counts["collect_metrics"] == counts["paper"] == counts["run_index"] == 1
-    for upstream in ("corpus", "tokenizer", "tokenize", "pretrain_teacher", "check_teacher"):
+    for upstream in ("corpus", "build_tokenizer", "tokenize_corpus", "pretrain_teacher", "check_teacher"):
         assert counts[upstream] == 0, upstream
     # nothing of another run (or of post-grow's phase 0) is rebuilt
     for job in jobs:

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from importlib import resources
 from pathlib import Path
 
 import jsonschema
 import yaml
 
-from normgrow.curriculum import TRAIN_EXECUTION, DataState, run_phases, shard_docs
-
-SCHEMA = resources.files("normgrow") / "config.schema.yaml"  # package data: found in an installed package too
+from normgrow.curriculum import DataState, run_phases, shard_docs
+from normgrow.kinds import SCHEMA, without_execution
 
 
 class ConfigError(ValueError):
@@ -77,11 +75,6 @@ def merge(base: dict, update: dict) -> dict:
     return base
 
 
-def pretrain_science(pretrain: dict) -> dict:
-    """teacher.pretrain without its thread count (an execution setting)."""
-    return {k: v for k, v in pretrain.items() if k != "threads"}
-
-
 def _parse_command_line_strings(config: dict, errors: list) -> bool:
     """Snakemake passes the nested values of `--config 'train={"state_every": 7}'` as strings
     ('7'): where the schema wants another type, read such a string as YAML would. True if any
@@ -116,13 +109,10 @@ def train_docs_required(config: dict, runs: list[str] | None = None) -> int:
 
 
 def science_config(config: dict) -> dict:
-    """The config without its execution settings (threads, resources, train.state_every, ...), its
-    keys sorted: what a report records, so that changing how jobs run rebuilds nothing."""
-    science = {k: v for k, v in config.items() if k not in ("threads", "resources")}
-    science["train"] = {k: v for k, v in config["train"].items() if k not in TRAIN_EXECUTION}
-    if "pretrain" in config["teacher"]:
-        science["teacher"] = {**config["teacher"], "pretrain": pretrain_science(config["teacher"]["pretrain"])}
-    return json.loads(json.dumps(science, sort_keys=True))  # `--config` reorders keys: a param compares in order
+    """The config without its execution settings (the schema's keys of kind `execution`,
+    normgrow.kinds), its keys sorted: a rule's params, and what a report records, so that changing
+    how jobs run rebuilds nothing."""
+    return json.loads(json.dumps(without_execution(config), sort_keys=True))  # `--config` reorders keys
 
 
 def check_config(config: dict) -> None:

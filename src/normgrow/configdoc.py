@@ -17,6 +17,7 @@ import json
 import yaml
 
 from normgrow.config import SCHEMA
+from normgrow.kinds import execution_keys
 
 COMMAND = "python -m normgrow.configdoc > docs/configuration.md"
 
@@ -46,9 +47,10 @@ in, before any job runs; every problem is reported on one line naming its key. B
 - a `train.batch_size` that is not a multiple of the training ranks (`resources.train`
   `ranks_per_node` × `nodes`).
 
-Execution settings (`threads`, `resources`, `teacher.pretrain.threads`, `train.state_every`,
-`train.loss_chunk`, `train.compile`, `train.activation_checkpointing`) change how jobs run, not
-what they compute: changing them retrains nothing.
+Every key is *science* or *execution* (its `kind` in the schema, normgrow.kinds). Execution
+settings ({execution}; marked *(execution)* below) change how jobs run, not what they compute:
+changing them retrains nothing. Every other key is science: it enters the phase keys where it
+reaches a phase, reruns the rules that depend on it, and is recorded in the report.
 
 In the tables, *default* is what is filled in when a key is left out; *required* keys have none;
 a key with neither (—) is optional, and its meaning says what leaving it out does where that matters.
@@ -185,9 +187,15 @@ def rows(schema: dict, key: str, root: dict):
             yield from rows(sub["items"], f"{child}[]", root)
 
 
+def is_execution(key: str) -> bool:
+    """Whether the dotted `key` is an execution setting or inside one (normgrow.kinds)."""
+    return any(key == e or key.startswith(e + ".") for e in (".".join(path) for path in execution_keys()))
+
+
 def _table(lines: list[str], found) -> None:
     lines += ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key, kind, default, meaning in found:
+        meaning += " *(execution)*" if is_execution(key) else ""
         lines.append(f"| `{key}` | {_cell(kind)} | {_cell(default)} | {_cell(meaning)} |")
 
 
@@ -195,7 +203,8 @@ def render(schema: dict | None = None) -> str:
     """docs/configuration.md: the introduction, a table of the top-level keys that hold values, then
     one section per top-level key that holds keys (its description, and a table of every key in it)."""
     schema = load_schema() if schema is None else schema
-    lines = INTRO.format(command=COMMAND).splitlines()
+    execution = ", ".join(f"`{'.'.join(path)}`" for path in execution_keys())
+    lines = INTRO.format(command=COMMAND, execution=execution).splitlines()
     top = list(rows(schema, "", schema))
     sections = [name for name, sub in schema["properties"].items() if _nests(resolve(sub, schema))]
     lines += ["", "## Top-level keys", ""]

@@ -14,10 +14,11 @@ workflow trains each distinct phase once (under `results/phases/{key}/`). Each p
 normalised — by the blocks it trains rather than its `trainable` word (`newest` of one active
 block is `all`), and with `reset` at phase 0 read as `continue` (both start at document 0).
 
-Execution settings (`Execution`: threads, `train.state_every`, `train.loss_chunk`,
-`train.compile`, `train.activation_checkpointing`, ranks and resources) and the snapshots kept for
-the diagnostics are not part of the key: changing them retrains nothing, and resume states saved
-under other execution settings stay valid.
+Execution settings (the config schema's keys of kind `execution`, normgrow.kinds: `Execution`
+holds those a phase job reads — threads, `train.state_every`, `train.loss_chunk`, `train.compile`,
+`train.activation_checkpointing` — and ranks and resources decide where it runs) and the snapshots
+kept for the diagnostics are not part of the key: changing them retrains nothing, and resume states
+saved under other execution settings stay valid.
 
 This module imports neither torch nor transformers: building the DAG (`snakemake -n`) reads it.
 """
@@ -28,13 +29,12 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 
+from normgrow.kinds import keys_of, without_execution
 from normgrow.schedule import lr_at
 
-# train.* keys that change a phase's result (the rest of `train` is execution, see Execution).
-TRAIN_SCIENCE = ("phase_steps", "batch_size", "lr", "min_lr", "warmup_fraction", "betas", "eps",
-                 "weight_decay", "grad_clip", "eval_every", "precision")
-# train.* keys that do not: how the phase runs, not what it computes.
-TRAIN_EXECUTION = ("state_every", "loss_chunk", "compile", "activation_checkpointing")
+# train.* keys that change a phase's result, and those that do not (how it runs): their kinds in the schema
+TRAIN_SCIENCE = keys_of(("train",), "science")
+TRAIN_EXECUTION = keys_of(("train",), "execution")
 KEY_LENGTH = 16  # hex digits of SHA-256 in a phase key
 # The document iterator's order (normgrow.data), part of every phase key and of the teacher's
 # pretraining parameters, so that results read in another order are never taken for these.
@@ -225,18 +225,17 @@ class Execution:
     weights or metrics, so none of it is in the key. `snapshots`: intermediate checkpoints kept for
     the diagnostics (0: only the final one)."""
 
-    threads: int = 1
-    state_every: int = 1000
-    loss_chunk: int = 4096
-    compile: bool = False
-    activation_checkpointing: bool = False
+    threads: int
+    state_every: int
+    loss_chunk: int
+    compile: bool
+    activation_checkpointing: bool
     snapshots: int = 0
 
     @classmethod
     def from_config(cls, config: dict, snapshots: int = 0) -> Execution:
-        train = config["train"]
-        return cls(threads=config.get("threads", 1), snapshots=snapshots,
-                   **{k: train[k] for k in TRAIN_EXECUTION if k in train})
+        """From a validated config (the schema's defaults filled in)."""
+        return cls(threads=config["threads"], snapshots=snapshots, **{k: config["train"][k] for k in TRAIN_EXECUTION})
 
 
 def shard_docs(config: dict) -> int:
@@ -246,11 +245,13 @@ def shard_docs(config: dict) -> int:
 
 def upstream_identity(config: dict) -> dict:
     """The teacher, data and tokenizer settings a phase's result depends on (a named teacher is its
-    name and dtype; a pretrained one its recipe, less the thread count)."""
-    teacher = {k: v for k, v in config.get("teacher", {}).items() if k not in ("min_margin_nats", "pretrain")}
-    if teacher.get("name") is None and "pretrain" in config.get("teacher", {}):
-        teacher["pretrain"] = {k: v for k, v in config["teacher"]["pretrain"].items() if k != "threads"}
-    return {"teacher": teacher, "data": config.get("data"), "tokenizer": config.get("tokenizer")}
+    name and dtype; a pretrained one its recipe, less its execution settings)."""
+    science = without_execution(config)
+    given = science.get("teacher", {})
+    teacher = {k: v for k, v in given.items() if k not in ("min_margin_nats", "pretrain")}
+    if teacher.get("name") is None and "pretrain" in given:
+        teacher["pretrain"] = given["pretrain"]
+    return {"teacher": teacher, "data": science.get("data"), "tokenizer": science.get("tokenizer")}
 
 
 def phase_spec(config: dict, run: str, seed: int | str, phase: int | str) -> PhaseSpec:

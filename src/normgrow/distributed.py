@@ -6,7 +6,7 @@ GPU) or several started by torchrun — so that every scale takes the same code 
 - device: `cuda:LOCAL_RANK` where CUDA is available (NCCL, with gloo for CPU tensors), else the CPU
   (gloo);
 - student: `fully_shard` on every decoder layer and once at the root (embedding, boundary norm,
-  head); parameters and optimizer state stay fp32 and sharded; with `precision: bf16` layers
+  head); parameters and optimizer state stay fp32 and sharded; with `precision: bfloat16` layers
   compute in bf16 and gradients are reduced in fp32. One process computing in fp32 has nothing to
   shard or cast, and keeps the plain module: the same computation without FSDP's copies. Each
   rank's loss is its share of the global mean (its sum over loss positions divided by the global
@@ -31,7 +31,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from normgrow.data import Batch
 
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
+PRECISIONS = {"float32": None, "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
     s, t = config["student"], config["train"]
     if activation_checkpointing is None:
         activation_checkpointing = t["activation_checkpointing"]
-    compute = 2 if t["precision"] == "bf16" else 4  # bytes of a gathered weight and of an activation
+    compute = 2 if t["precision"] == "bfloat16" else 4  # bytes of a gathered weight and of an activation
     teacher_bytes = 4 if config["teacher"]["dtype"] == "float32" else 2
     counts = student_parameters(teacher_config, s["blocks"], s["layers_per_block"])
     layers = s["blocks"] * s["layers_per_block"]

@@ -4,8 +4,9 @@ Every `state_every` updates the trainer saves everything needed to continue bit-
 
 - `state-{step}/`: model and optimizer state through torch.distributed.checkpoint (DCP) — each rank
   writes its own shards, and a state saved by N ranks loads into any number of ranks (DCP reshards);
-  plus `extra.pt` with the update count, RNG states (torch, numpy, python), the document iterator,
-  token counters and the metrics so far;
+  plus `progress.json`: the RNG states (torch, numpy, python) and the trainer's own state (the update
+  count, the document iterator, token counters and the metrics so far: normgrow.trainer.TrainState),
+  all as data — loading a state runs no code (no pickle);
 - `state-{step}.json`, written last by rank 0: the SHA-256 of every file of the directory and the
   hash of the phase spec.
 
@@ -47,13 +48,21 @@ def seed_all(value: int) -> None:
 
 
 def rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """Every generator's state (torch's CPU generator, numpy's global, python's) as JSON data."""
+    name, keys, position, has_gauss, cached = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {"torch": torch.get_rng_state().tolist(),
+            "numpy": [name, keys.tolist(), int(position), int(has_gauss), float(cached)],
+            "python": [version, list(internal), gauss_next]}
 
 
 def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
+    """Restore what `rng_state` returned (after a JSON round trip)."""
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+    name, keys, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), position, has_gauss, cached))
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
 
 
 def file_hashes(directory: Path) -> dict[str, str]:
@@ -71,7 +80,9 @@ class ResumeStore:
     def _manifests(self) -> list[Path]:
         return sorted(self.directory.glob("state-*.json"), key=lambda p: int(p.stem.split("-")[1]), reverse=True)
 
-    def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, extra: dict) -> None:
+    def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, progress: dict) -> None:
+        """Save the state at update `step`: weights and optimizer (DCP), and `progress` (JSON data)
+        with the RNG states."""
         target = self.directory / f"state-{step}"
         if self.ranks.main:
             shutil.rmtree(target, ignore_errors=True)  # left by a crash before its manifest
@@ -80,7 +91,7 @@ class ResumeStore:
         model_state, optimizer_state = get_state_dict(model, optimizer)
         dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=target)
         if self.ranks.main:
-            torch.save(extra, target / "extra.pt")
+            (target / "progress.json").write_text(json.dumps({"rng": rng_state(), "progress": progress}))
             manifest = {"step": step, "files": file_hashes(target), "spec": self.spec_hash}
             atomic_write(target.with_suffix(".json"), lambda tmp: tmp.write_text(json.dumps(manifest)))
             for old in self._manifests()[self.keep:]:
@@ -112,9 +123,9 @@ class ResumeStore:
         return None, None
 
     def load_latest(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict | None:
-        """Load the newest verified state into `model` and `optimizer` and return its extra data;
-        None if there is none; CorruptStateError if states exist but none verifies. Rank 0
-        verifies; every rank loads its shards."""
+        """Load the newest verified state into `model` and `optimizer`, restore the RNG states and
+        return its `progress`; None if there is none; CorruptStateError if states exist but none
+        verifies. Rank 0 verifies; every rank loads its shards."""
         directory, error = self.ranks.broadcast(self._verified() if self.ranks.main else None)
         if error:
             raise CorruptStateError(error)
@@ -124,7 +135,9 @@ class ResumeStore:
         state = {"model": model_state, "optimizer": optimizer_state}
         dcp.load(state, checkpoint_id=directory)  # in place into the tensors get_state_dict returned
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
-        return torch.load(directory / "extra.pt", weights_only=False)
+        saved = json.loads((directory / "progress.json").read_text())
+        set_rng_state(saved["rng"])
+        return saved["progress"]
 
     def clear(self) -> None:
         """Remove the states (and the directory, once empty) after the phase has finished (rank 0)."""

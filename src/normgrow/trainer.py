@@ -33,6 +33,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -47,7 +48,7 @@ from normgrow.evaluate import evaluate_student
 from normgrow.faults import Faults
 from normgrow.forward import distillation_terms
 from normgrow.objective import Objective, loss_positions
-from normgrow.resume import ResumeStore, rng_state, seed_all, set_rng_state
+from normgrow.resume import ResumeStore, seed_all
 from normgrow.student import BlockStackStudent
 from normgrow.teacher import load_teacher
 
@@ -99,30 +100,175 @@ def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens
     process, or on every rank of a torchrun launch (normgrow.launch), with the student sharded by
     FSDP2 (normgrow.distributed). Returns the state."""
     with process_group() as ranks:
-        return _train_on_ranks(spec, execution, teacher_path, Path(tokens_dir), previous, Path(out), ranks,
+        trainer = PhaseTrainer(spec, execution, teacher_path, Path(tokens_dir), previous, Path(out), ranks,
                                log if ranks.main else open(os.devnull, "w"))
+        return trainer.run()
 
 
-def _train_on_ranks(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path,
-                    previous: Path | None, out: Path, ranks: Ranks, log) -> dict:
-    start_time = time.time()
-    torch.set_num_threads(execution.threads)
-    seed, p, phase, training = spec.seed, spec.index, spec.phase, spec.training
-    if training.batch_size % ranks.world:
-        raise ValueError(f"train.batch_size ({training.batch_size}) must be a multiple of the number of ranks "
-                         f"({ranks.world}) so that every rank trains on equal shares of the global batch")
-    seed_all(seed * 1000 + p)
-    out.mkdir(parents=True, exist_ok=True)
-    label = spec.describe()
-    meta = json.loads((tokens_dir / "meta.json").read_text())
-    pad_id = meta["boundary_id"]
+@dataclass
+class TrainState:
+    """What a phase in progress has done besides its weights and optimizer: the updates made, where
+    the document iterator stands, the token counters and the metric rows so far. A resume state
+    stores it as JSON (normgrow.resume), so that loading one runs no code."""
 
+    step: int
+    data: DataState
+    counters: dict[str, int]
+    train_rows: list[dict] = field(default_factory=list)
+    eval_rows: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, data: DataState) -> TrainState:
+        return cls(step=0, data=data, counters=dict.fromkeys(COUNTERS, 0))
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "data": self.data.as_dict()}
+
+    @classmethod
+    def from_json(cls, saved: dict) -> TrainState:
+        return cls(**{**saved, "data": DataState(**saved["data"])})
+
+
+class PhaseTrainer:
+    """One phase on this rank, split into named steps (as torchtitan splits its trainer): the
+    constructor sets up the models (`build_models`), the optimizer, the data and the train state
+    (`load_state`: the newest resume state, or a fresh start); `run` calls `update` for every update,
+    `evaluate` and `save_state` when due, and `finish`, which writes the phase's outputs."""
+
+    def __init__(self, spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path,
+                 previous: Path | None, out: Path, ranks: Ranks, log):
+        self.spec, self.execution, self.out, self.ranks, self.log = spec, execution, out, ranks, log
+        self.start_time = time.time()
+        torch.set_num_threads(execution.threads)
+        training = spec.training
+        if training.batch_size % ranks.world:
+            raise ValueError(f"train.batch_size ({training.batch_size}) must be a multiple of the number of ranks "
+                             f"({ranks.world}) so that every rank trains on equal shares of the global batch")
+        seed_all(spec.seed * 1000 + spec.index)
+        out.mkdir(parents=True, exist_ok=True)
+        self.label = spec.describe()
+        self.pad_id = json.loads((tokens_dir / "meta.json").read_text())["boundary_id"]
+        self.teacher, self.student, self.before = build_models(spec, execution, teacher_path, previous, ranks)
+        self.optimizer = build_optimizer(self.student, training)
+        self.objective = Objective(**spec.objective)
+        valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), training.batch_size, self.pad_id)
+        self.valid = [ranks.rows(batch, self.pad_id) for batch in valid_batches]  # this rank's rows, once
+        self.start_data = spec.phase.start_state(DataState(**self.before["data"]))
+        self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.start_data, spec.shard_docs,
+                                        training.batch_size, self.pad_id, spec.seed)
+        self.layers = spec.phase.active_blocks * spec.student["layers_per_block"]
+        self.resume = ResumeStore(out / "resume", {"key": spec.key, "snapshots": execution.snapshots}, ranks, log=log)
+        self.snapshots = set(snapshot_steps(spec.phase.steps, execution.snapshots))
+        self.faults = Faults.from_environment()
+        self.state = self.load_state()
+
+    def load_state(self) -> TrainState:
+        """The newest verified resume state (weights, optimizer and RNGs loaded in place), or a fresh start."""
+        saved = self.resume.load_latest(self.student, self.optimizer)
+        if saved is None:
+            return TrainState.start(self.start_data)
+        state = TrainState.from_json(saved)
+        self.batches.state = state.data
+        print(f"{self.label}: resumed from the state at update {state.step}", file=self.log, flush=True)
+        return state
+
+    def save_state(self) -> None:
+        self.state.data = self.batches.state
+        self.resume.save(self.state.step, self.student, self.optimizer, self.state.to_json())
+
+    def run(self) -> dict:
+        phase = self.spec.phase
+        sigterm = SigtermFlag()
+        progress = tqdm(range(self.state.step + 1, phase.steps + 1), desc=self.label, mininterval=5, file=self.log,
+                        initial=self.state.step, total=phase.steps, disable=not self.ranks.main)
+        try:
+            for t in progress:
+                row = self.update(t)
+                progress.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.1e}", refresh=False)
+                if t in self.snapshots and t < phase.steps:
+                    save_student(self.student, self.resume.directory / "snapshots" /
+                                 f"step{row['global_step']}.safetensors")
+                if t % self.spec.training.eval_every == 0 or t == phase.steps:
+                    self.evaluate(t, row["global_step"])
+                self.faults.after_update(t)
+                preempted = self.ranks.any(sigterm.requested)
+                if preempted or (t % self.execution.state_every == 0 and t < phase.steps):
+                    self.save_state()
+                if preempted:
+                    raise Preempted(f"{self.label}: SIGTERM at update {t}; state saved in {self.out / 'resume'}; "
+                                    "rerun the phase to resume")
+                self.faults.after_state(t)
+        finally:
+            sigterm.restore()
+        return self.finish()
+
+    def update(self, t: int) -> dict:
+        """Update `t`: its LR, the next batch, `training_step`, the NaN guard, the counters; returns its row."""
+        training, label = self.spec.training, self.label
+        lr = self.spec.phase.lr(t, training)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        batch = self.batches.next_batch()
+        terms = training_step(self.student, self.teacher, self.optimizer, self.ranks.rows(batch, self.pad_id),
+                              self.objective, training.grad_clip, self.execution.loss_chunk, self.ranks.world,
+                              normalizer=int(loss_positions(batch.attention_mask).sum()),
+                              loss_hook=functools.partial(self.faults.loss, t))
+        loss, ce, kd, kd_soft = self.ranks.sum(*(terms[k] for k in ("total", "ce", "kd", "kd_soft")))
+        grad_norm = float(terms["grad_norm"])  # global: the same on every rank
+        if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+            raise FloatingPointError(f"{label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
+                                     f"update {t}; the last good resume state is kept in {self.out / 'resume'}")
+        counters = self.state.counters
+        counters["steps"] += 1
+        counters["tokens"] += batch.tokens
+        counters["active_layer_tokens"] += batch.tokens * self.layers
+        self.state.step = t
+        row = {"step": t, "global_step": self.before["global_step"] + t, "loss": loss, "ce": ce, "kd": kd,
+               "kd_soft": kd_soft, "lr": lr, "grad_norm": grad_norm, "tokens": batch.tokens}
+        self.state.train_rows.append(row)
+        return row
+
+    def evaluate(self, t: int, global_step: int) -> None:
+        metrics = evaluate_student(self.student, self.teacher, self.valid, self.objective, self.execution.loss_chunk,
+                                   self.ranks)
+        self.state.eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"], "kd": metrics["kd"],
+                                     "kd_soft": metrics["kd_soft"], "ppl": metrics["ppl"]})
+        print(f"{self.label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
+              f"PPL {metrics['ppl']:.2f}", file=self.log, flush=True)
+
+    def finish(self) -> dict:
+        """The phase's outputs (weights, state.json, train.csv, eval.csv, snapshots); returns the state."""
+        spec, phase, before, counters = self.spec, self.spec.phase, self.before, self.state.counters
+        counters["unique_tokens"] = self.batches.unique_tokens(self.start_data, self.batches.state)
+        state = {
+            "key": spec.key, "seed": spec.seed, "phase": spec.index, "placement": spec.placement,
+            "active_blocks": phase.active_blocks, "active_layers": self.layers,
+            "trainable_blocks": list(phase.trainable_blocks), "data_policy": phase.data,
+            "global_step": before["global_step"] + phase.steps, "data": self.batches.state.as_dict(),
+            "phase_counters": counters, "run_counters": {k: before["run_counters"][k] + counters[k] for k in COUNTERS},
+            "final_eval": self.state.eval_rows[-1], "wall_seconds": time.time() - self.start_time,
+            "ranks": self.ranks.world,
+        }
+        save_student(self.student, self.out / "student.safetensors")
+        if self.ranks.main:
+            write_outputs(self.out, state, self.state.train_rows, self.state.eval_rows,
+                          self.resume.directory / "snapshots", phase.steps in self.snapshots)
+        self.resume.clear()
+        self.ranks.barrier()
+        return state
+
+
+def build_models(spec: PhaseSpec, execution: Execution, teacher_path: str, previous: Path | None,
+                 ranks: Ranks) -> tuple[torch.nn.Module, BlockStackStudent, dict]:
+    """The frozen teacher on this rank's device, and the student as this phase trains it: built from
+    the teacher, the previous phase's weights loaded, its blocks activated and marked trainable,
+    compiled if asked, sharded. Also the previous phase's state (at phase 0, a fresh run's)."""
     teacher = load_teacher(teacher_path, spec.teacher_dtype, spec.student["attn_implementation"])
     teacher.to(ranks.device)
-    s = spec.student
+    s, phase = spec.student, spec.phase
     student = BlockStackStudent.from_teacher(teacher, spec.placement, s["blocks"], s["layers_per_block"],
-                                             seed, s["attn_implementation"])
-    if p == 0:
+                                             spec.seed, s["attn_implementation"])
+    if spec.index == 0:
         before = {"data": DataState().as_dict(), "run_counters": dict.fromkeys(COUNTERS, 0), "global_step": 0}
     else:
         before = read_json(previous / "state.json")
@@ -133,94 +279,8 @@ def _train_on_ranks(spec: PhaseSpec, execution: Execution, teacher_path: str, to
     student.train()
     if execution.compile:  # slow first compile; off by default
         student.compile_layers()
-    shard_student(student, ranks, training.precision)
-    optimizer = build_optimizer(student, training)
-    objective = Objective(**spec.objective)
-
-    store = TokenStore(tokens_dir / "train")
-    valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), training.batch_size, pad_id)
-    valid = [ranks.rows(batch, pad_id) for batch in valid_batches]  # this rank's rows, once per phase
-    start_state = phase.start_state(DataState(**before["data"]))
-    batches = DocumentIterator(store, start_state, spec.shard_docs, training.batch_size, pad_id, seed)
-    layers = phase.active_blocks * s["layers_per_block"]
-    counters = dict.fromkeys(COUNTERS, 0)
-    train_rows, eval_rows = [], []
-    done = 0
-
-    resume = ResumeStore(out / "resume", {"key": spec.key, "snapshots": execution.snapshots}, ranks, log=log)
-    saved = resume.load_latest(student, optimizer)
-    if saved is not None:
-        set_rng_state(saved["rng"])
-        batches.state = DataState(**saved["data"])
-        counters, train_rows, eval_rows = saved["counters"], saved["train_rows"], saved["eval_rows"]
-        done = saved["step"]
-        print(f"{label}: resumed from the state at update {done}", file=log, flush=True)
-
-    def save_state(t: int) -> None:
-        resume.save(t, student, optimizer, {"step": t, "rng": rng_state(), "data": batches.state.as_dict(),
-                                            "counters": counters, "train_rows": train_rows, "eval_rows": eval_rows})
-
-    snapshots = set(snapshot_steps(phase.steps, execution.snapshots))
-    faults = Faults.from_environment()
-    sigterm = SigtermFlag()
-    progress = tqdm(range(done + 1, phase.steps + 1), desc=label, mininterval=5, file=log,
-                    initial=done, total=phase.steps, disable=not ranks.main)
-    try:
-        for t in progress:
-            lr = phase.lr(t, training)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            batch = batches.next_batch()
-            terms = training_step(student, teacher, optimizer, ranks.rows(batch, pad_id), objective,
-                                  training.grad_clip, execution.loss_chunk, ranks.world,
-                                  normalizer=int(loss_positions(batch.attention_mask).sum()),
-                                  loss_hook=functools.partial(faults.loss, t))
-            loss, ce, kd, kd_soft = ranks.sum(*(terms[k] for k in ("total", "ce", "kd", "kd_soft")))
-            grad_norm = float(terms["grad_norm"])  # global: the same on every rank
-            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                raise FloatingPointError(f"{label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
-                                         f"update {t}; the last good resume state is kept in {out / 'resume'}")
-            counters["steps"] += 1
-            counters["tokens"] += batch.tokens
-            counters["active_layer_tokens"] += batch.tokens * layers
-            global_step = before["global_step"] + t
-            train_rows.append({"step": t, "global_step": global_step, "loss": loss, "ce": ce, "kd": kd,
-                               "kd_soft": kd_soft, "lr": lr, "grad_norm": grad_norm, "tokens": batch.tokens})
-            progress.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.1e}", refresh=False)
-            if t in snapshots and t < phase.steps:
-                save_student(student, resume.directory / "snapshots" / f"step{global_step}.safetensors")
-            if t % training.eval_every == 0 or t == phase.steps:
-                metrics = evaluate_student(student, teacher, valid, objective, execution.loss_chunk, ranks)
-                eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"],
-                                  "kd": metrics["kd"], "kd_soft": metrics["kd_soft"], "ppl": metrics["ppl"]})
-                print(f"{label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
-                      f"PPL {metrics['ppl']:.2f}", file=log, flush=True)
-            faults.after_update(t)
-            preempted = ranks.any(sigterm.requested)
-            if preempted or (t % execution.state_every == 0 and t < phase.steps):
-                save_state(t)
-            if preempted:
-                raise Preempted(f"{label}: SIGTERM at update {t}; state saved in {out / 'resume'}; "
-                                "rerun the phase to resume")
-            faults.after_state(t)
-    finally:
-        sigterm.restore()
-
-    counters["unique_tokens"] = batches.unique_tokens(start_state, batches.state)
-    state = {
-        "key": spec.key, "seed": seed, "phase": p, "placement": spec.placement,
-        "active_blocks": phase.active_blocks, "active_layers": layers, "trainable_blocks": list(phase.trainable_blocks),
-        "data_policy": phase.data, "global_step": before["global_step"] + phase.steps,
-        "data": batches.state.as_dict(), "phase_counters": counters,
-        "run_counters": {k: before["run_counters"][k] + counters[k] for k in COUNTERS},
-        "final_eval": eval_rows[-1], "wall_seconds": time.time() - start_time, "ranks": ranks.world,
-    }
-    save_student(student, out / "student.safetensors")
-    if ranks.main:
-        write_outputs(out, state, train_rows, eval_rows, resume.directory / "snapshots", phase.steps in snapshots)
-    resume.clear()
-    ranks.barrier()
-    return state
+    shard_student(student, ranks, spec.training.precision)
+    return teacher, student, before
 
 
 def training_step(student, teacher, optimizer: torch.optim.Optimizer, rows: Batch, objective: Objective,

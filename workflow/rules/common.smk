@@ -1,14 +1,18 @@
 # Helpers shared by all rule files (config validation, the distinct phases, input functions).
+# Settings, one house convention: science (the schema's keys of kind `science`, normgrow.kinds)
+# reaches a job through its params or inputs, so that changing it reruns the job; execution settings
+# (kind `execution`: threads, resources, train.state_every, train.loss_chunk, ...) are read by the job
+# from `snakemake.config`, so that changing them reruns nothing.
 from normgrow.config import (
     built_runs,
     job_resources,
     launch_ranks,
-    pretrain_science,
     science_config,
     train_docs_required,
     validate_config,
 )
 from normgrow.curriculum import DOCUMENT_ORDER, PhaseTable, run_checkpoints, run_phases
+from normgrow.kinds import without_execution
 
 validate_config(config)  # the schema is package data: normgrow/config.schema.yaml
 

@@ -10,7 +10,7 @@ rule corpus:
     log:
         "logs/data/corpus.log",
     benchmark:
-        "benchmarks/data/corpus.tsv"
+        "logs/benchmarks/data/corpus.tsv"
     resources:
         **job_resources(config, "data"),
     conda:
@@ -19,7 +19,7 @@ rule corpus:
         "../scripts/corpus.py"
 
 
-rule tokenizer:
+rule build_tokenizer:
     input:
         train="results/data/corpus/train.jsonl",
     output:
@@ -29,18 +29,18 @@ rule tokenizer:
         boundary_token=config["data"]["boundary_token"],
         teacher=config["teacher"]["name"],
     log:
-        "logs/data/tokenizer.log",
+        "logs/data/build_tokenizer.log",
     benchmark:
-        "benchmarks/data/tokenizer.tsv"
+        "logs/benchmarks/data/build_tokenizer.tsv"
     resources:
         **job_resources(config, "data"),
     conda:
         "../../envs/normgrow.yaml"
     script:
-        "../scripts/tokenizer.py"
+        "../scripts/build_tokenizer.py"
 
 
-rule tokenize:
+rule tokenize_corpus:
     input:
         tokenizer="results/data/tokenizer",
         corpus=expand("results/data/corpus/{split}.jsonl", split=["train", "valid", "diag"]),
@@ -50,12 +50,12 @@ rule tokenize:
     params:
         data=config["data"],
     log:
-        "logs/data/tokenize.log",
+        "logs/data/tokenize_corpus.log",
     benchmark:
-        "benchmarks/data/tokenize.tsv"
+        "logs/benchmarks/data/tokenize_corpus.tsv"
     resources:
         **job_resources(config, "data"),
     conda:
         "../../envs/normgrow.yaml"
     script:
-        "../scripts/tokenize.py"
+        "../scripts/tokenize_corpus.py"

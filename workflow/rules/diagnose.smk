@@ -15,7 +15,7 @@ rule diagnose:
     log:
         "logs/diagnostics/{run}/seed{seed}/phase{phase}.log",
     benchmark:
-        "benchmarks/diagnostics/{run}/seed{seed}/phase{phase}.tsv"
+        "logs/benchmarks/diagnostics/{run}/seed{seed}/phase{phase}.tsv"
     resources:
         **job_resources(config, "model"),
     conda:

@@ -2,6 +2,8 @@ rule collect_metrics:
     input:
         indexes=run_indexes(),
         states=all_phase_outputs("state.json"),
+        train_logs=all_phase_outputs("train.csv"),
+        eval_logs=all_phase_outputs("eval.csv"),
         diagnostics=all_diagnostics(),
     output:
         evals="results/metrics/evals.csv",
@@ -53,7 +55,7 @@ rule paper:
         diagnostics=all_diagnostics(),
         teacher_check="results/teacher/check.json",
         tokens="results/data/tokens",
-        provenance=rules.provenance.output,  # not read: it makes every results/paper reportable
+        versions=rules.provenance.output.versions,  # the report's software; and every results/paper reportable
     output:
         report(directory("results/paper"), htmlindex="index.html", caption="../report/paper.rst",
                category="Paper", labels={"item": "normgrow report (index.html)"}),

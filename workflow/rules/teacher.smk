@@ -5,14 +5,14 @@ rule pretrain_teacher:
     output:
         directory("results/teacher/model"),
     params:
-        pretrain=pretrain_science(config["teacher"]["pretrain"]) if config["teacher"].get("pretrain") else None,
+        pretrain=without_execution(config)["teacher"].get("pretrain"),
         seed=config["data"]["split_seed"],
         document_order=DOCUMENT_ORDER,
     threads: config["teacher"]["pretrain"]["threads"] if config["teacher"].get("pretrain") else 1
     log:
         "logs/teacher/pretrain.log",
     benchmark:
-        "benchmarks/teacher/pretrain.tsv"
+        "logs/benchmarks/teacher/pretrain.tsv"
     resources:
         **job_resources(config, "model"),
     conda:
@@ -36,7 +36,7 @@ rule check_teacher:
     log:
         "logs/teacher/check.log",
     benchmark:
-        "benchmarks/teacher/check.tsv"
+        "logs/benchmarks/teacher/check.tsv"
     resources:
         **job_resources(config, "model"),
     conda:

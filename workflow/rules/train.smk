@@ -24,7 +24,7 @@ rule train_phase:
     log:
         "logs/phases/{key}.log",
     benchmark:
-        "benchmarks/phases/{key}.tsv"
+        "logs/benchmarks/phases/{key}.tsv"
     resources:
         **job_resources(config, "train"),
     conda:
@@ -33,7 +33,7 @@ rule train_phase:
         "../scripts/train_phase.py"
 
 
-# A run's view of its phases: an index (phases.json) and links phase{p} -> results/phases/{key}.
+# A run's view of its phases: an index (phases.json) naming each phase's directory results/phases/{key}.
 rule run_index:
     input:
         states=run_phase_files,

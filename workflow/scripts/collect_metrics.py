@@ -2,12 +2,12 @@
 diagnostics, into tidy tables under results/metrics/."""
 
 from normgrow.logs import job_log
-from normgrow.paper.results import collect, collect_diagnostics, collect_transitions, run_layout
+from normgrow.paper.results import collect_diagnostics, collect_phases, collect_transitions, run_layout
 
 with job_log(snakemake.log[0]):
     out = snakemake.output
     layout = run_layout(snakemake.input.indexes)
-    evals, phases = collect(layout)
+    evals, phases = collect_phases(layout)
     transitions = collect_transitions(phases, {(e.run, e.seed, e.phase): e.folder / "train.csv" for e in layout})
     rms, removal = collect_diagnostics(snakemake.input.diagnostics)
     for frame, path in ((evals, out.evals), (phases, out.phases), (transitions, out.transitions),

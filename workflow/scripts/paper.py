@@ -13,4 +13,4 @@ with job_log(snakemake.log[0]):
     build_paper(Path(snakemake.output[0]), metrics, [Path(p) for p in i.diagnostics],
                 json.loads(Path(i.teacher_check).read_text()),
                 json.loads((Path(i.tokens) / "meta.json").read_text()), snakemake.params.config,
-                Path(snakemake.scriptdir))  # the workflow's checkout: its git commit is in the report
+                Path(i.versions))

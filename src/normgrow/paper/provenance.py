@@ -46,6 +46,15 @@ def key_versions(distributions: dict[str, str]) -> dict[str, str]:
     return {name: distributions.get(name, "not installed") for name in KEY_PACKAGES}
 
 
+def read_versions(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The system rows and the installed distributions, as rule `provenance` wrote them to versions.tsv."""
+    rows: dict[str, dict[str, str]] = {"system": {}, "package": {}}
+    for line in path.read_text().splitlines()[1:]:
+        kind, name, version = line.split("\t", 2)
+        rows[kind][name] = version
+    return rows["system"], rows["package"]
+
+
 def system(workflow_dir: Path) -> dict[str, str]:
     return {"python": sys.version.split()[0], "platform": platform.platform(),
             "workflow git commit": git_commit(workflow_dir)}

@@ -14,11 +14,11 @@ import yaml
 from normgrow.paper import figures
 from normgrow.paper.claims import NOT_CHECKED, check_claims
 from normgrow.paper.document import STATUSES, Block, Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
-from normgrow.paper.provenance import git_commit, installed, key_versions
+from normgrow.paper.provenance import key_versions, read_versions
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import leaves_regime, regime
 from normgrow.paper.results import Results
-from normgrow.paper.roles import by_role, has_role, run_roles
+from normgrow.paper.roles import Role, by_role, has_role, run_roles
 from normgrow.paper.tables import build_tables, placements_with_roles
 
 
@@ -47,22 +47,23 @@ def is_far_from_paper(config: dict) -> bool:
     return config["train"]["phase_steps"] < 10_000 or config["teacher"]["name"] is None
 
 
-def report_provenance(data: dict, workflow_dir: Path | None) -> dict:
-    """Package versions, data hashes and the git commit of the workflow's checkout (when given)."""
+def report_provenance(data: dict, versions: Path) -> dict:
+    """Data hashes, and the key package versions and the workflow's git commit as rule `provenance`
+    recorded them (`versions`: its versions.tsv)."""
     hashes = {f"{split} text SHA-256": info["text_sha256"] for split, info in data["splits"].items()}
     source = data["corpus"]["source"]
     if "sha256" in source:
         hashes["corpus file SHA-256"] = source["sha256"]
-    commit = "unknown (no workflow directory given)" if workflow_dir is None else git_commit(workflow_dir)
-    return {"git commit": commit, "packages": key_versions(installed()), "data": hashes}
+    system, packages = read_versions(versions)
+    return {"git commit": system["workflow git commit"], "packages": key_versions(packages), "data": hashes}
 
 
-def final_reports(diagnostics: list[Path], roles: dict[str, str]) -> dict[str, dict]:
+def final_reports(diagnostics: list[Path], roles: dict[str, Role]) -> dict[str, dict]:
     """The last checkpoint's diagnostics report of the pre-grow and post-grow roles (first seed)."""
     best: dict[str, dict] = {}
     reports = [r for path in diagnostics for r in json.loads(Path(path).read_text())["checkpoints"]]
     for report in reports:
-        run = roles.get(report["run"])
+        run = str(roles.get(report["run"]))
         if run in ("pre-grow", "post-grow"):
             key = (report["global_step"], -report["seed"])
             if run not in best or key > (best[run]["global_step"], -best[run]["seed"]):
@@ -71,7 +72,7 @@ def final_reports(diagnostics: list[Path], roles: dict[str, str]) -> dict[str, d
 
 
 def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Path],
-                 roles: dict[str, str]) -> list[Path]:
+                 roles: dict[str, Role]) -> list[Path]:
     fig_dir = out / "figures"
     paths = figures.validation_loss(frames["evals"], frames["phases"], fig_dir)
     if results.has("pre-joint", "post-joint", "pre-grow", "post-grow"):
@@ -95,7 +96,10 @@ def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Pa
 
 
 def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], teacher: dict, data: dict,
-                config: dict, workflow_dir: Path | None = None) -> None:
+                config: dict, versions: Path) -> None:
+    """Every table, figure and the report into `out`, from the collected `metrics`, the checkpoints'
+    `diagnostics`, the teacher check, the token metadata, the science config and rule `provenance`'s
+    versions.tsv."""
     out.mkdir(parents=True, exist_ok=True)
     roles = run_roles(config)  # tables, claims and figures pick runs by role, not by name
     frames = {name: by_role(read_metric(path), roles) for name, path in metrics.items()}
@@ -104,14 +108,14 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     for table in tables:
         table.write(out / "tables")
     figure_paths = draw_figures(out, frames, results, diagnostics, roles)
-    margin = config.get("report", {}).get("equivalence_margin", 0.01)
+    margin = config["report"]["equivalence_margin"]
     claims = check_claims(results, frames["boundary_rms"], margin)
     properties = regime(config, teacher, data, frames["phases"], paper_reference()["regime"])
     context = {"scale": scale_summary(config, teacher, data), "far": is_far_from_paper(config),
                "regime": properties, "outside": leaves_regime(properties), "not_built": not_built,
                "claims": claims, "margin": margin, "tables": tables,
                "figures": [p for p in figure_paths if p.suffix == ".png"], "config": config,
-               "provenance": report_provenance(data, workflow_dir)}
+               "provenance": report_provenance(data, versions)}
     document = report_document(context)
     (out / "report.md").write_text(to_markdown(document))
     (out / "index.html").write_text(to_html(document, "normgrow report", out))

@@ -39,7 +39,7 @@ def run_layout(index_paths: list[Path]) -> list[RunPhase]:
     return layout
 
 
-def collect(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collect_phases(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read each phase's state.json and the eval.csv beside it. The curriculum entry (data policy,
     trainable blocks) is the run's own: a shared phase may have been trained under an equivalent
     one (`reset` at phase 0 is `continue`)."""

@@ -16,7 +16,36 @@ tables, but no paper table or claim picks them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from normgrow.curriculum import Phase, run_phases
+
+CURRICULUM_ROLES = ("joint", "joint-long", "joint-longer", "grow", "freeze", "grow-reset")
+OTHER = "other:"  # the prefix of a run without a role in a frame by role
+
+
+@dataclass(frozen=True)
+class Role:
+    """A run's role: its placement and its curriculum's role. In a frame by role its label is
+    `{placement}-{curriculum}` (str), read back with `Role.parse`."""
+
+    placement: str
+    curriculum: str
+
+    def __str__(self) -> str:
+        return f"{self.placement}-{self.curriculum}"
+
+    @classmethod
+    def parse(cls, label: str) -> Role | None:
+        """The role a frame label names (the curriculum role it ends with; no role is the end of
+        another); None for a run without a role (`other:` prefix)."""
+        if label.startswith(OTHER):
+            return None
+        for curriculum in CURRICULUM_ROLES:
+            if label.endswith(f"-{curriculum}") and len(label) > len(curriculum) + 1:
+                return cls(label[: -len(curriculum) - 1], curriculum)
+        raise ValueError(f"{label!r} names no role ({{placement}}-{{{'|'.join(CURRICULUM_ROLES)}}}) and is not "
+                         f"a run without one ({OTHER}…)")
 
 
 def curriculum_role(phases: tuple[Phase, ...], blocks: int) -> str | None:
@@ -42,36 +71,34 @@ def curriculum_role(phases: tuple[Phase, ...], blocks: int) -> str | None:
     return None
 
 
-def run_roles(config: dict) -> dict[str, str]:
+def run_roles(config: dict) -> dict[str, Role]:
     """Every run with a role → its role. Two runs of the same role are refused (the tables would
     have to choose one)."""
-    roles: dict[str, str] = {}
+    roles: dict[str, Role] = {}
     for run, spec in config["runs"].items():
-        role = curriculum_role(run_phases(config, run), config["student"]["blocks"])
-        if role is None:
+        curriculum = curriculum_role(run_phases(config, run), config["student"]["blocks"])
+        if curriculum is None:
             continue
-        key = f"{spec['placement']}-{role}"
-        twin = next((other for other, r in roles.items() if r == key), None)
+        role = Role(spec["placement"], curriculum)
+        twin = next((other for other, r in roles.items() if r == role), None)
         if twin is not None:
-            raise ValueError(f"runs {twin} and {run} both have the role {key} (placement {spec['placement']}, "
-                             f"curriculum role {role}): keep one, or give one another curriculum")
-        roles[run] = key
+            raise ValueError(f"runs {twin} and {run} both have the role {role} (placement {role.placement}, "
+                             f"curriculum role {curriculum}): keep one, or give one another curriculum")
+        roles[run] = role
     return roles
 
 
-OTHER = "other:"  # the prefix of a run without a role in a frame by role
-
-
-def by_role(frame, roles: dict[str, str]):
+def by_role(frame, roles: dict[str, Role | str]):
     """`frame` (with a `run` column) with every run that has a role renamed to its role and every
     other run prefixed `other:`, so that no run without a role can pass for one."""
     if frame is None or frame.empty or "run" not in frame:
         return frame
     out = frame.copy()
-    out["run"] = out["run"].map(lambda run: roles.get(run, OTHER + run))
+    out["run"] = out["run"].map(lambda run: str(roles[run]) if run in roles else OTHER + run)
     return out
 
 
 def has_role(run: str, curriculum: str) -> bool:
-    """Whether `run` (a name in a frame by role) is some placement's run of role `curriculum`."""
-    return not run.startswith(OTHER) and run.endswith(f"-{curriculum}")
+    """Whether `run` (a label in a frame by role) is some placement's run of role `curriculum`."""
+    role = Role.parse(run)
+    return role is not None and role.curriculum == curriculum

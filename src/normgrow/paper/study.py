@@ -28,7 +28,7 @@ from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import MIN_TEACHER_LEAD
 from normgrow.paper.results import final_phases
-from normgrow.paper.roles import by_role, has_role
+from normgrow.paper.roles import Role, by_role, has_role
 from normgrow.paper.stats import mean_ci
 
 EFFECTS = ("delta_joint", "delta_grow", "interaction")
@@ -40,7 +40,7 @@ AXES = {"student_parameters": ("student parameters (millions)", 1e-6),
         "tokens_per_parameter": ("unique tokens per student parameter (grow)", 1.0)}
 
 
-def tokens_per_parameter(phases: pd.DataFrame, roles: dict[str, str], parameters: int) -> float:
+def tokens_per_parameter(phases: pd.DataFrame, roles: dict[str, Role], parameters: int) -> float:
     """Unique tokens a grow run reads ÷ the student's parameters, the mean over grow runs and seeds."""
     frame = by_role(phases, roles)
     grow = frame[[has_role(run, "grow") for run in frame["run"]]]
@@ -54,7 +54,7 @@ def verdict(effect: str, values: pd.Series, margin: float) -> str:
     return sign_verdict(values, negative=True)
 
 
-def seed_effects(phases: pd.DataFrame, roles: dict[str, str]) -> pd.DataFrame:
+def seed_effects(phases: pd.DataFrame, roles: dict[str, Role]) -> pd.DataFrame:
     """One row per seed: the final CE of each run of the 2 × 2 (found by role: normgrow.paper.roles) and
     the three effects."""
     final = final_phases(by_role(phases, roles)).pivot(index="seed", columns="run", values="ce")

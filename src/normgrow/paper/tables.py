@@ -16,7 +16,7 @@ import pandas as pd
 from normgrow.paper.document import Block, Grid, Heading, Paragraph, to_markdown
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.results import NotBuilt, Results
-from normgrow.paper.roles import has_role
+from normgrow.paper.roles import Role, has_role
 from normgrow.paper.stats import mean_ci
 
 LATEX_REPLACEMENTS = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "_": "\\_", "#": "\\#",
@@ -313,7 +313,7 @@ NORM_WEIGHTS = {"pre": "2·H", "post": "2·H", "sandwich": "4·H", "deepnorm": "
 
 def placements_with_roles(r: Results) -> list[str]:
     """Placements other than pre-norm whose joint and grow runs this configuration built."""
-    found = {run.rsplit("-", 1)[0] for run in r.runs if has_role(run, "joint") or has_role(run, "grow")}
+    found = {Role.parse(run).placement for run in r.runs if has_role(run, "joint") or has_role(run, "grow")}
     return sorted(p for p in found if p != "pre" and r.has(f"{p}-joint", f"{p}-grow"))
 
 
