@@ -19,3 +19,29 @@ def test_a_run_without_a_role_has_none_and_a_stray_label_is_refused():
     assert Role.parse(OTHER + "pre-grow") is None and not has_role(OTHER + "pre-grow", "grow")
     with pytest.raises(ValueError, match="names no role"):
         Role.parse("pre-warmup")
+
+
+@pytest.mark.parametrize("operator", ["zero", "zero-copy", "copy", "ramp20"])
+def test_a_growth_operator_is_part_of_the_role_and_not_the_papers(operator):
+    role = Role("post", "grow", operator)
+    assert str(role) == f"post-grow@{operator}" and Role.parse(str(role)) == role
+    assert has_role(str(role), "grow", operator) and not has_role(str(role), "grow")
+
+
+def test_runs_under_other_operators_have_their_own_roles():
+    import yaml
+    from conftest import REPO
+
+    from normgrow.config import validate_config
+    from normgrow.paper.roles import run_roles
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["curricula"]["grow-zero"] = [{"active_blocks": 1}, {"active_blocks": 2, "growth": {"operator": "zero"}},
+                                        {"active_blocks": 3, "growth": {"operator": "zero"}}]
+    config["curricula"]["grow-mixed"] = [{"active_blocks": 1}, {"active_blocks": 2, "growth": {"operator": "zero"}},
+                                         {"active_blocks": 3}]
+    config["runs"].update({"pz": {"placement": "post", "curriculum": "grow-zero"},
+                           "pm": {"placement": "post", "curriculum": "grow-mixed"}})
+    roles = run_roles(validate_config(config))
+    assert roles["pz"] == Role("post", "grow", "zero") and roles["post-grow"] == Role("post", "grow")
+    assert "pm" not in roles  # operators mixed within one curriculum: no role

@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from normgrow.curriculum import DataState, run_phases, shard_docs
+from normgrow.curriculum import DataState, run_phases, shard_docs, snapshot_steps
 from normgrow.kinds import SCHEMA, without_execution
 
 
@@ -115,6 +115,33 @@ def science_config(config: dict) -> dict:
     return json.loads(json.dumps(without_execution(config), sort_keys=True))  # `--config` reorders keys
 
 
+def check_growth(phase: dict, where: str, appends: bool, steps: int, snapshots: int) -> None:
+    """A phase's growth operator (normgrow.curriculum.Growth): only where the phase appends blocks,
+    `from` only for zero, `steps` for a ramp and only there, a ramp no longer than the phase."""
+    growth = phase.get("growth")
+    if growth is None or growth["operator"] == "random":
+        return
+    operator = growth["operator"]
+    if not appends:
+        raise ConfigError(f"{where}: operator {operator} on a phase that appends no block (phase 0, or as many "
+                          "active_blocks as the phase before): a growth operator says how an appended block starts")
+    if "from" in growth and operator != "zero":
+        raise ConfigError(f"{where}.from: only the zero operator starts from a fresh block or a copy (operator "
+                          f"{operator})")
+    if operator == "ramp" and "steps" not in growth:
+        raise ConfigError(f"{where}.steps: the ramp operator needs the updates over which c rises from 0 to 1")
+    if operator != "ramp" and "steps" in growth:
+        raise ConfigError(f"{where}.steps: only the ramp operator has steps (operator {operator})")
+    if operator == "ramp" and growth["steps"] > steps:
+        raise ConfigError(f"{where}.steps: a ramp of {growth['steps']} updates is longer than the phase ({steps}): "
+                          "the phase would end with the block still mixed in")
+    first = snapshot_steps(steps, snapshots)[0] if snapshots else steps
+    if operator == "ramp" and growth["steps"] > first:
+        raise ConfigError(f"{where}.steps: a ramp of {growth['steps']} updates outlasts the phase's first "
+                          f"diagnostic checkpoint (update {first} of {steps}, diagnostics.snapshots_per_phase "
+                          f"{snapshots}), which is diagnosed as the plain block: shorten the ramp")
+
+
 def check_config(config: dict) -> None:
     """Raise ConfigError naming the key for what the schema cannot express."""
     blocks = config["student"]["blocks"]
@@ -132,6 +159,9 @@ def check_config(config: dict) -> None:
                 raise ConfigError(f"{where}: {active} blocks, but student.blocks is {blocks}")
             if active < previous:
                 raise ConfigError(f"{where}: blocks cannot be removed ({previous} → {active})")
+            check_growth(phase, f"curricula.{name}[{i}].growth", appends=i > 0 and active > previous,
+                         steps=phase.get("steps", config["train"]["phase_steps"]),
+                         snapshots=config.get("diagnostics", {}).get("snapshots_per_phase", 0))
             previous = active
     for run in config.get("diagnostics", {}).get("runs", []):
         if run not in config["runs"]:

@@ -77,6 +77,56 @@ def phase_start_state(policy: str, previous: DataState) -> DataState:
     raise ValueError(f"unknown data policy {policy!r} ({', '.join(DATA_POLICIES)})")
 
 
+# ---------------------------------------------------------------- how an appended block starts
+GROWTH_OPERATORS = ("random", "zero", "copy", "ramp")
+
+
+@dataclass(frozen=True)
+class Growth:
+    """How the blocks a phase appends start (a curriculum phase's `growth`; docs/growth.md):
+
+    - `random`: as initialised from the seed with the others (the paper; the default);
+    - `zero`: their attention output and MLP down projections zeroed at the append step, from their
+      fresh initialisation (`source` fresh) or from a copy of the block before (`source` copy) —
+      LLaMA-Pro's block expansion; the student's function is unchanged where the block's residual
+      branches are its whole output (pre-norm), not where a norm follows the residual add (post-norm);
+    - `copy`: a copy of the block before, norms included (StackBERT; G_stack);
+    - `ramp`: the appended blocks' output mixed as h + c·(B(h) − h), c = t / `steps` at update t
+      (1 from update `steps` on) — MSG's gate; c = 0 leaves the function unchanged for every placement.
+
+    The operator is applied to the block weights the previous phase left (all K blocks are
+    initialised once, from the seed); c is derived from the update, so a resumed phase continues it."""
+
+    operator: str = "random"
+    source: str = "fresh"
+    steps: int = 0
+
+    @classmethod
+    def from_config(cls, entry: dict | None) -> Growth:
+        entry = entry or {}
+        return cls(entry.get("operator", "random"), entry.get("from", "fresh"), entry.get("steps", 0))
+
+    def identity(self) -> dict | None:
+        """None for `random` (so the paper's phases keep their keys), else what the operator does."""
+        if self.operator == "random":
+            return None
+        return {"operator": self.operator, **({"from": self.source} if self.operator == "zero" else {}),
+                **({"steps": self.steps} if self.operator == "ramp" else {})}
+
+    @property
+    def label(self) -> str:
+        """A short name: random, zero, zero-copy, copy, ramp{steps}."""
+        if self.operator == "zero" and self.source == "copy":
+            return "zero-copy"
+        return f"ramp{self.steps}" if self.operator == "ramp" else self.operator
+
+    def gate(self, t: int) -> float | None:
+        """c at update t (0 before the first update), or None: no gate (not a ramp, or past it)."""
+        if self.operator != "ramp" or t >= self.steps:
+            return None
+        return t / self.steps
+
+
 # ---------------------------------------------------------------- phases
 @dataclass(frozen=True)
 class Phase:
@@ -91,6 +141,8 @@ class Phase:
     steps: int
     schedule_offset: int
     schedule_length: int
+    growth: Growth = Growth()
+    appended: tuple[int, ...] = ()  # the blocks this phase activates (none at phase 0)
 
     @property
     def trainable_blocks(self) -> tuple[int, ...]:
@@ -109,9 +161,11 @@ class Phase:
     def identity(self) -> dict:
         """What of this phase determines its result, normalised (see the module docstring)."""
         data = "continue" if self.data == "reset" and self.index == 0 else self.data
-        return {"active_blocks": self.active_blocks, "trainable_blocks": list(self.trainable_blocks), "data": data,
-                "steps": self.steps, "schedule_offset": self.schedule_offset,
-                "schedule_length": self.schedule_length}
+        identity = {"active_blocks": self.active_blocks, "trainable_blocks": list(self.trainable_blocks), "data": data,
+                    "steps": self.steps, "schedule_offset": self.schedule_offset,
+                    "schedule_length": self.schedule_length}
+        growth = self.growth.identity()
+        return identity if growth is None else {**identity, "growth": growth}
 
 
 def curriculum_phases(raw: list[dict], phase_steps: int) -> tuple[Phase, ...]:
@@ -126,8 +180,10 @@ def curriculum_phases(raw: list[dict], phase_steps: int) -> tuple[Phase, ...]:
                 if later["lr_restart"]:
                     break
                 length += later["steps"]
+        before = filled[i - 1]["active_blocks"] if i else entry["active_blocks"]
         phases.append(Phase(i, entry["active_blocks"], entry["trainable"], entry["data"], entry["steps"],
-                            offset, length))
+                            offset, length, Growth.from_config(entry.get("growth")),
+                            tuple(range(before, entry["active_blocks"]))))
         offset += entry["steps"]
     return tuple(phases)
 
@@ -203,7 +259,9 @@ class PhaseSpec:
 
     @classmethod
     def from_json(cls, data: dict) -> PhaseSpec:
-        return cls(**{**data, "phases": tuple(Phase(**p) for p in data["phases"]),
+        phases = tuple(Phase(**{**p, "growth": Growth(**p["growth"]), "appended": tuple(p["appended"])})
+                       for p in data["phases"])
+        return cls(**{**data, "phases": phases,
                       "training": Training(**{**data["training"], "betas": tuple(data["training"]["betas"])})})
 
 

@@ -50,6 +50,9 @@ def init_qwen3_(module: nn.Module, std: float, generator: torch.Generator, norm_
                 param.copy_(torch.randn(param.shape, generator=generator) * std)
 
 
+ZEROED_OUTPUTS = ("self_attn.o_proj.weight", "mlp.down_proj.weight")  # the zero operator's projections
+
+
 class BlockStackStudent(nn.Module):
     """Embedding → [N_entry] → K blocks of L layers (first `active_blocks` run) → [N_final] → head."""
 
@@ -65,6 +68,7 @@ class BlockStackStudent(nn.Module):
         self.layers_per_block = layers_per_block
         self.active_blocks = num_blocks
         self.activation_checkpointing = False
+        self.gate: tuple[int, float] | None = None  # (first gated block, c): the ramp operator's mix
         classes = layer_classes(placement, num_blocks)
         self.boundary = boundary(placement)
         depth = num_blocks * layers_per_block
@@ -100,6 +104,20 @@ class BlockStackStudent(nn.Module):
             for layer in block:
                 layer.scale_init_()
 
+    def start_appended(self, blocks: tuple[int, ...], growth) -> None:
+        """Apply `growth`'s operator (normgrow.curriculum.Growth) to the appended `blocks` at the
+        append step: `copy` (and `zero` from a copy) loads the block before into each, in order;
+        `zero` then zeroes each layer's attention output and MLP down projections. `random` and
+        `ramp` change no weight (the ramp is the forward's `gate`)."""
+        with torch.no_grad():
+            for b in blocks:
+                if growth.operator == "copy" or (growth.operator == "zero" and growth.source == "copy"):
+                    self.blocks[b].load_state_dict(self.blocks[b - 1].state_dict())
+                if growth.operator == "zero":
+                    for name, param in self.blocks[b].named_parameters():
+                        if name.endswith(ZEROED_OUTPUTS):
+                            param.zero_()
+
     def set_trainable(self, blocks: list[int]) -> None:
         """Train the given blocks, the boundary norm and the head; the embedding stays frozen."""
         for b, block in enumerate(self.blocks):
@@ -124,6 +142,8 @@ class BlockStackStudent(nn.Module):
         whole block (identity). If `boundaries` is a list, the residual stream entering block 0 and
         leaving every active block is appended to it (for boundary diagnostics). With
         `activation_checkpointing` set, training recomputes each layer's activations in backward.
+        With `gate` = (b, c) set (the ramp operator), the blocks from b on are mixed in as
+        h_b + c·(stack(h_b) − h_b), h_b the stream entering block b.
         """
         h = self.embed_tokens(input_ids)
         if self.family.embedding_scale:  # Gemma: embeddings × √H, as its decoder does
@@ -136,7 +156,10 @@ class BlockStackStudent(nn.Module):
         position_embeddings = self.rotary_emb(h, position_ids)
         if boundaries is not None:
             boundaries.append(h)
+        gated = h
         for b in range(self.active_blocks):
+            if self.gate is not None and b == self.gate[0]:
+                gated = h
             if b != skip_block:
                 for layer in self.blocks[b]:
                     if self.activation_checkpointing and torch.is_grad_enabled():
@@ -145,6 +168,8 @@ class BlockStackStudent(nn.Module):
                         h = layer(h, position_embeddings, mask)
             if boundaries is not None:
                 boundaries.append(h)
+        if self.gate is not None:
+            h = gated + self.gate[1] * (h - gated)
         if self.boundary == "final":
             h = self.boundary_norm(h)
         return h if loss is None else loss(h, self.lm_head.weight)

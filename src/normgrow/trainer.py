@@ -208,6 +208,7 @@ class PhaseTrainer:
         lr = self.spec.phase.lr(t, training)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        self.set_gate(t)
         batch = self.batches.next_batch()
         terms = training_step(self.student, self.teacher, self.optimizer, self.ranks.rows(batch, self.pad_id),
                               self.objective, training.grad_clip, self.execution.loss_chunk, self.ranks.world,
@@ -227,6 +228,11 @@ class PhaseTrainer:
                "kd_soft": kd_soft, "lr": lr, "grad_norm": grad_norm, "tokens": batch.tokens}
         self.state.train_rows.append(row)
         return row
+
+    def set_gate(self, t: int) -> None:
+        """The ramp operator's c for update t (and the evaluation after it); none past the ramp."""
+        c = self.spec.phase.growth.gate(t)
+        self.student.gate = None if c is None else (self.spec.phase.appended[0], c)
 
     def evaluate(self, t: int, global_step: int) -> None:
         metrics = evaluate_student(self.student, self.teacher, self.valid, self.objective, self.execution.loss_chunk,
@@ -274,6 +280,7 @@ def build_models(spec: PhaseSpec, execution: Execution, teacher_path: str, previ
         before = read_json(previous / "state.json")
         load_student(student, previous / "student.safetensors")
     student.active_blocks = phase.active_blocks
+    student.start_appended(phase.appended, phase.growth)
     student.activation_checkpointing = execution.activation_checkpointing
     student.set_trainable(list(phase.trainable_blocks))
     student.train()

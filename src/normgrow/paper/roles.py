@@ -1,7 +1,11 @@
 """Runs by role: what the tables, claims and figures look for, read from each run's placement and
 the shape of its curriculum — never from the run's name, so renaming a run changes nothing.
 
-A run's role is `{placement}-{curriculum role}`; the curriculum role comes from its phases (K =
+A run's role is its placement, its curriculum role and its growth operator, written
+`{placement}-{curriculum role}` for the paper's operator (random) and
+`{placement}-{curriculum role}@{operator}` for another (normgrow.curriculum.Growth.label: zero,
+zero-copy, copy, ramp{steps}), the same for every phase that appends blocks (a curriculum mixing
+operators has no role). The curriculum role comes from its phases (K =
 student.blocks; "continue" data unless stated, every phase on the same LR schedule shape):
 - joint: one phase, all K blocks active and trained;
 - joint-long / joint-longer: joint followed by one / two phases of all K blocks on fresh data (the
@@ -31,19 +35,21 @@ class Role:
 
     placement: str
     curriculum: str
+    operator: str = "random"
 
     def __str__(self) -> str:
-        return f"{self.placement}-{self.curriculum}"
+        return f"{self.placement}-{self.curriculum}" + ("" if self.operator == "random" else f"@{self.operator}")
 
     @classmethod
     def parse(cls, label: str) -> Role | None:
-        """The role a frame label names (the curriculum role it ends with; no role is the end of
-        another); None for a run without a role (`other:` prefix)."""
+        """The role a frame label names (the curriculum role it ends with, before any `@operator`;
+        no role is the end of another); None for a run without a role (`other:` prefix)."""
         if label.startswith(OTHER):
             return None
+        name, _, operator = label.partition("@")
         for curriculum in CURRICULUM_ROLES:
-            if label.endswith(f"-{curriculum}") and len(label) > len(curriculum) + 1:
-                return cls(label[: -len(curriculum) - 1], curriculum)
+            if name.endswith(f"-{curriculum}") and len(name) > len(curriculum) + 1:
+                return cls(name[: -len(curriculum) - 1], curriculum, operator or "random")
         raise ValueError(f"{label!r} names no role ({{placement}}-{{{'|'.join(CURRICULUM_ROLES)}}}) and is not "
                          f"a run without one ({OTHER}…)")
 
@@ -76,10 +82,12 @@ def run_roles(config: dict) -> dict[str, Role]:
     have to choose one)."""
     roles: dict[str, Role] = {}
     for run, spec in config["runs"].items():
-        curriculum = curriculum_role(run_phases(config, run), config["student"]["blocks"])
-        if curriculum is None:
+        phases = run_phases(config, run)
+        curriculum = curriculum_role(phases, config["student"]["blocks"])
+        operators = {p.growth.label for p in phases if p.appended}
+        if curriculum is None or len(operators) > 1:
             continue
-        role = Role(spec["placement"], curriculum)
+        role = Role(spec["placement"], curriculum, operators.pop() if operators else "random")
         twin = next((other for other, r in roles.items() if r == role), None)
         if twin is not None:
             raise ValueError(f"runs {twin} and {run} both have the role {role} (placement {role.placement}, "
@@ -98,7 +106,8 @@ def by_role(frame, roles: dict[str, Role | str]):
     return out
 
 
-def has_role(run: str, curriculum: str) -> bool:
-    """Whether `run` (a label in a frame by role) is some placement's run of role `curriculum`."""
+def has_role(run: str, curriculum: str, operator: str = "random") -> bool:
+    """Whether `run` (a label in a frame by role) is some placement's run of role `curriculum` under
+    growth operator `operator` (the paper's, random, unless given)."""
     role = Role.parse(run)
-    return role is not None and role.curriculum == curriculum
+    return role is not None and role.curriculum == curriculum and role.operator == operator

@@ -1,0 +1,171 @@
+"""How an appended block starts (normgrow.curriculum.Growth, BlockStackStudent.start_appended and
+its `gate`): each operator's defining property at the append step, for every placement; the
+configuration's refusals; the paper's phases keep their keys; a ramp resumes bit-identically."""
+
+from __future__ import annotations
+
+import copy
+import io
+
+import pytest
+import torch
+import yaml
+from conftest import REPO, SEED, make_teacher, tiny_run_config
+from safetensors.torch import load_file
+
+from normgrow.config import ConfigError, validate_config
+from normgrow.curriculum import Growth, phase_spec, run_phases
+from normgrow.data import Batch
+from normgrow.placement import PLACEMENTS
+from normgrow.student import ZEROED_OUTPUTS, BlockStackStudent
+
+# Where the zero operator leaves the student's function unchanged: where an appended layer's output
+# is its input plus its residual branches (pre-norm; sandwich, whose output norms map 0 to 0; mix-ln,
+# whose appended blocks are pre-norm layers) — not where a norm follows the residual add (post-norm,
+# DeepNorm, HybridNorm's MLP norm): N(h + 0) = N(h) ≠ h.
+ZERO_PRESERVES = {"pre", "sandwich", "mix-ln"}
+
+
+def grown(placement: str, growth: Growth, seed: int = 3) -> tuple[BlockStackStudent, Batch]:
+    """A 3-block student trained as if through phase 0 (its first block moved off its initialisation)
+    and a batch; the caller appends block 1."""
+    student = BlockStackStudent.from_teacher(make_teacher(), placement, 3, 1, seed=seed).eval()
+    with torch.no_grad():
+        for param in student.blocks[0].parameters():
+            param.add_(0.05 * torch.randn(param.shape, generator=torch.Generator().manual_seed(1)))
+    ids = torch.randint(1, 64, (2, 7), generator=torch.Generator().manual_seed(2))
+    return student, Batch(ids, torch.ones_like(ids))
+
+
+def hidden(student: BlockStackStudent, batch: Batch, active: int) -> torch.Tensor:
+    student.active_blocks = active
+    with torch.no_grad():
+        return student(batch.input_ids, batch.attention_mask)
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_zero_preserves_the_function_exactly_where_the_block_is_its_residual(placement):
+    student, batch = grown(placement, Growth("zero"))
+    before = hidden(student, batch, 1)
+    student.start_appended((1,), Growth("zero"))
+    after = hidden(student, batch, 2)
+    assert torch.equal(before, after) == (placement in ZERO_PRESERVES), placement
+    zeroed = [name for name, p in student.blocks[1].named_parameters() if name.endswith(ZEROED_OUTPUTS)]
+    assert len(zeroed) == 2 and all(not p.any() for n, p in student.blocks[1].named_parameters() if n in zeroed)
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_the_ramp_preserves_the_function_at_c_0_and_is_the_plain_block_at_c_1(placement):
+    student, batch = grown(placement, Growth("ramp", steps=4))
+    before, plain = hidden(student, batch, 1), hidden(student, batch, 2)
+    student.gate = (1, 0.0)
+    assert torch.allclose(hidden(student, batch, 2), before, atol=1e-6, rtol=0)
+    student.gate = (1, 1.0)
+    assert torch.allclose(hidden(student, batch, 2), plain, atol=1e-6, rtol=0)
+    ramp = Growth("ramp", steps=4)
+    assert [ramp.gate(t) for t in range(6)] == [0.0, 0.25, 0.5, 0.75, None, None]
+
+
+@pytest.mark.parametrize("operator", ["copy", "zero-from-copy"])
+@pytest.mark.parametrize("appended", [(1,), (2,), (1, 2)])
+def test_copy_starts_the_block_as_the_one_before_it(operator, appended):
+    growth = Growth("copy") if operator == "copy" else Growth("zero", source="copy")
+    student, _ = grown("post", growth)
+    with torch.no_grad():  # block 1 trained too, as if through phase 1: every block differs
+        for param in student.blocks[1].parameters():
+            param.add_(0.05 * torch.randn(param.shape, generator=torch.Generator().manual_seed(4)))
+    source = {b: copy.deepcopy(student.blocks[b - 1].state_dict()) for b in appended if b - 1 not in appended}
+    student.start_appended(appended, growth)
+    for b in appended:
+        want = source.get(b) or student.blocks[b - 1].state_dict()  # a block appended before it: as it now is
+        for name, got in student.blocks[b].state_dict().items():
+            zeroed = growth.operator == "zero" and name.endswith(ZEROED_OUTPUTS)
+            expected = torch.zeros_like(want[name]) if zeroed else want[name]
+            assert torch.equal(got, expected), (b, name)
+
+
+@pytest.mark.parametrize("operator", ["random", "ramp"])
+def test_random_and_ramp_change_no_weight(operator):
+    student, _ = grown("post", Growth(operator, steps=2))
+    before = copy.deepcopy(student.state_dict())
+    student.start_appended((1,), Growth(operator, steps=2))
+    assert all(torch.equal(before[k], v) for k, v in student.state_dict().items())
+
+
+# ---------------------------------------------------------------- configuration and identity
+@pytest.fixture
+def default() -> dict:
+    return validate_config(yaml.safe_load((REPO / "config.yaml").read_text()))
+
+
+def with_growth(config: dict, phase: int, growth: dict, curriculum: str = "grow") -> dict:
+    config = copy.deepcopy(config)
+    config["curricula"][curriculum][phase]["growth"] = growth
+    return config
+
+
+@pytest.mark.parametrize("curriculum, phase, growth, message", [
+    ("grow", 0, {"operator": "copy"}, "operator copy on a phase that appends no block"),
+    ("joint-long", 1, {"operator": "zero"}, "operator zero on a phase that appends no block"),
+    ("grow", 1, {"operator": "ramp", "steps": 101}, "longer than the phase"),
+    ("grow", 1, {"operator": "ramp", "steps": 40}, "outlasts the phase's first diagnostic checkpoint"),
+    ("grow", 1, {"operator": "ramp"}, "needs the updates"),
+    ("grow", 1, {"operator": "copy", "from": "fresh"}, "only the zero operator"),
+    ("grow", 1, {"operator": "zero", "steps": 5}, "only the ramp operator has steps"),
+    ("grow", 1, {"operator": "grow"}, "is not one of"),
+])
+def test_a_growth_operator_where_it_cannot_apply_is_refused(default, curriculum, phase, growth, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        validate_config(with_growth(default, phase, growth, curriculum))
+    assert f"curricula.{curriculum}" in str(error.value)
+
+
+def test_random_keeps_the_papers_keys_and_any_other_operator_changes_them(default):
+    explicit = validate_config(with_growth(default, 1, {"operator": "random"}))
+    zero = validate_config(with_growth(default, 1, {"operator": "zero"}))
+    keys = {name: phase_spec(c, "pre-grow", 42, 1).key for name, c in
+            (("default", default), ("random", explicit), ("zero", zero))}
+    assert keys["random"] == keys["default"] != keys["zero"]
+    assert phase_spec(zero, "pre-grow", 42, 0).key == phase_spec(default, "pre-grow", 42, 0).key
+    phases = run_phases(zero, "pre-grow")
+    assert [p.appended for p in phases] == [(), (1,), (2,)] and phases[1].growth == Growth("zero")
+    spec = phase_spec(zero, "pre-grow", 42, 2)
+    assert type(spec).from_json(spec.to_json()) == spec
+
+
+# ---------------------------------------------------------------- a ramp in training, resumed
+def test_a_ramped_phase_resumes_bit_identically(workspace, monkeypatch):
+    """Phase 1 of the tiny freeze run with a 2-update ramp, preempted at update 1 (inside the ramp)
+    and resumed: the same weights and losses as uninterrupted — c comes from the update."""
+    from normgrow import trainer
+    from normgrow.curriculum import Execution
+
+    config = tiny_run_config()
+    config["curricula"]["freeze"][1]["growth"] = {"operator": "ramp", "steps": 2}
+    execution = Execution.from_config(config)
+    root, threads = workspace["root"] / "ramp", torch.get_num_threads()
+
+    def train(phase: int, out: str, previous: str | None = None):
+        return trainer.train_phase(phase_spec(config, "post-freeze", SEED, phase), execution, workspace["teacher"],
+                                   workspace["tokens"], None if previous is None else root / previous, root / out,
+                                   log=io.StringIO())
+
+    try:
+        train(0, "phase0")
+        train(1, "whole", "phase0")
+        monkeypatch.setenv("NORMGROW_FAULT", "term@1")
+        with pytest.raises(trainer.Preempted):
+            train(1, "resumed", "phase0")
+        monkeypatch.delenv("NORMGROW_FAULT")
+        train(1, "resumed", "phase0")
+        plain = copy.deepcopy(config)
+        del plain["curricula"]["freeze"][1]["growth"]
+        trainer.train_phase(phase_spec(plain, "post-freeze", SEED, 1), execution, workspace["teacher"],
+                            workspace["tokens"], root / "phase0", root / "plain", log=io.StringIO())
+    finally:
+        torch.set_num_threads(threads)
+    whole, resumed = (load_file(root / name / "student.safetensors") for name in ("whole", "resumed"))
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+    assert (root / "whole" / "train.csv").read_text() == (root / "resumed" / "train.csv").read_text()
+    plain_weights = load_file(root / "plain" / "student.safetensors")
+    assert not all(torch.equal(whole[k], plain_weights[k]) for k in whole), "the ramp changed nothing"
