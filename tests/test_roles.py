@@ -6,7 +6,7 @@ import pytest
 from normgrow.paper.roles import CURRICULUM_ROLES, OTHER, Role, has_role
 
 
-@pytest.mark.parametrize("placement", ["pre", "post", "mix-ln", "a-b-grow"])
+@pytest.mark.parametrize("placement", ["pre", "post", "mix-ln", "mix-ln@2", "a-b-grow"])
 @pytest.mark.parametrize("curriculum", CURRICULUM_ROLES)
 def test_a_role_label_reads_back_as_its_role(placement, curriculum):
     role = Role(placement, curriculum)
@@ -22,9 +22,10 @@ def test_a_run_without_a_role_has_none_and_a_stray_label_is_refused():
 
 
 @pytest.mark.parametrize("operator", ["zero", "zero-copy", "copy", "ramp20"])
-def test_a_growth_operator_is_part_of_the_role_and_not_the_papers(operator):
-    role = Role("post", "grow", operator)
-    assert str(role) == f"post-grow@{operator}" and Role.parse(str(role)) == role
+@pytest.mark.parametrize("placement", ["post", "mix-ln@2"])
+def test_a_growth_operator_is_part_of_the_role_and_not_the_papers(operator, placement):
+    role = Role(placement, "grow", operator)
+    assert str(role) == f"{placement}-grow+{operator}" and Role.parse(str(role)) == role
     assert has_role(str(role), "grow", operator) and not has_role(str(role), "grow")
 
 

@@ -3,7 +3,7 @@ the shape of its curriculum — never from the run's name, so renaming a run cha
 
 A run's role is its placement, its curriculum role and its growth operator, written
 `{placement}-{curriculum role}` for the paper's operator (random) and
-`{placement}-{curriculum role}@{operator}` for another (normgrow.curriculum.Growth.label: zero,
+`{placement}-{curriculum role}+{operator}` for another (normgrow.curriculum.Growth.label: zero,
 zero-copy, copy, ramp{steps}), the same for every phase that appends blocks (a curriculum mixing
 operators has no role). The curriculum role comes from its phases (K =
 student.blocks; "continue" data unless stated, every phase on the same LR schedule shape):
@@ -38,15 +38,15 @@ class Role:
     operator: str = "random"
 
     def __str__(self) -> str:
-        return f"{self.placement}-{self.curriculum}" + ("" if self.operator == "random" else f"@{self.operator}")
+        return f"{self.placement}-{self.curriculum}" + ("" if self.operator == "random" else f"+{self.operator}")
 
     @classmethod
     def parse(cls, label: str) -> Role | None:
-        """The role a frame label names (the curriculum role it ends with, before any `@operator`;
+        """The role a frame label names (the curriculum role it ends with, before any `+operator`;
         no role is the end of another); None for a run without a role (`other:` prefix)."""
         if label.startswith(OTHER):
             return None
-        name, _, operator = label.partition("@")
+        name, _, operator = label.partition("+")  # "@" belongs to placements (mix-ln@B)
         for curriculum in CURRICULUM_ROLES:
             if name.endswith(f"-{curriculum}") and len(name) > len(curriculum) + 1:
                 return cls(name[: -len(curriculum) - 1], curriculum, operator or "random")
