@@ -23,6 +23,8 @@ from normgrow.paper.tables import (
     tableA2,
     tableA3,
     tableB3,
+    tableG1,
+    tableG2,
     tableP1,
     tableP2,
 )
@@ -308,3 +310,26 @@ def test_fig4_has_a_column_per_diagnosed_grow_run(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "save", record)
     figures.boundary_rms(rms, fixture(), tmp_path)
     assert titles == ["pre-grow", "post-grow", "sandwich-grow"]
+
+
+def test_growth_operator_tables_set_each_operator_against_the_papers():
+    """Known answers: under zero, post-norm beats pre-norm by 0.1 (Δ_grow −0.1) where under random
+    it trails by 0.1; the transition rows are found per operator and placement."""
+    rows = fixture(grow=(2.90, 3.00)).to_dict("records")
+    for placement, final in (("pre", 2.95), ("post", 2.85)):
+        rows += phase_rows(f"{placement}-grow+zero", placement, [3.5, 3.2, final], [1, 2, 3])
+    results = Results(pd.DataFrame(rows))
+    frame = tableG1(results, ref()).frame().set_index(["row", "column"])
+    assert frame.loc[("Δ_grow (Post−Pre)", "random"), "mean"] == pytest.approx(0.1)
+    assert frame.loc[("Δ_grow (Post−Pre)", "zero"), "mean"] == pytest.approx(-0.1)
+    assert frame.loc[("Post-norm", "zero"), "seeds"] == 3
+    with pytest.raises(NotBuilt, match="growth operator other than random"):
+        tableG1(Results(fixture()), ref())
+    transitions = pd.DataFrame([{"run": run, "seed": seed, "phase": p, "placement": run.split("-")[0], "jump": jump,
+                                 "auc_1k": 0.1, "auc_5k": 0.05, "recovery_paper_steps": 1000.0}
+                                for run, jump in (("pre-grow", 0.5), ("post-grow", 0.4), ("pre-grow+zero", 0.0),
+                                                  ("post-grow+zero", 0.2))
+                                for seed in (1, 2, 3) for p in (1, 2)])
+    g2 = tableG2(Results(pd.DataFrame(rows), transitions), ref()).frame().set_index(["row", "column"])
+    assert g2.loc[("phase 1 · zero · pre", "jump"), "mean"] == 0.0
+    assert g2.loc[("phase 2 · random · post", "jump"), "mean"] == pytest.approx(0.4)

@@ -161,9 +161,9 @@ def check_config(config: dict) -> None:
                 raise ConfigError(f"{where}: blocks cannot be removed ({previous} → {active})")
             check_growth(phase, f"curricula.{name}[{i}].growth", appends=i > 0 and active > previous,
                          steps=phase.get("steps", config["train"]["phase_steps"]),
-                         snapshots=config.get("diagnostics", {}).get("snapshots_per_phase", 0))
+                         snapshots=config["diagnostics"]["snapshots_per_phase"])
             previous = active
-    for run in config.get("diagnostics", {}).get("runs", []):
+    for run in config["diagnostics"]["runs"]:
         if run not in config["runs"]:
             raise ConfigError(f"diagnostics.runs: {run!r} is not a run defined under runs")
     unknown = [run for run in config.get("build") or [] if run not in config["runs"]]

@@ -111,6 +111,8 @@ REPORT_ITEMS = {
     "tableB3": ("Table B3", "Appendix", "grow with the data iterator reset (App. B.3)"),
     "tableP1": ("Table P1", "Beyond the paper", "every placement against pre-norm"),
     "tableP2": ("Table P2", "Beyond the paper", "boundary RMS and block removal of every diagnosed grow run"),
+    "tableG1": ("Table G1", "Beyond the paper", "growth operators × placements: final validation CE, Δ_grow"),
+    "tableG2": ("Table G2", "Beyond the paper", "training loss at the transitions under each growth operator"),
     "fig3a_interaction": ("Fig. 3a", "Main text", "placement × curriculum interaction plot"),
     "fig3b_crossover": ("Fig. 3b", "Main text", "phase-wise pre/post crossover under growth"),
     "fig4_boundary_rms": ("Fig. 4", "Main text", "block-boundary RMS across growth"),

@@ -369,7 +369,57 @@ def tableP2(r: Results, ref: dict) -> Table:
     return t
 
 
-BUILDERS = (table1, table2, table3, table4, tableA1, tableA2, tableA3, tableA4, tableB3, tableP1, tableP2)
+def growth_operators(r: Results) -> list[str]:
+    """The growth operators (normgrow.curriculum.Growth.label) under which both pre- and post-norm
+    grow runs were built, the paper's (random) first."""
+    found = {role.operator for role in map(Role.parse, r.runs) if role is not None and role.curriculum == "grow"}
+    both = [op for op in sorted(found) if all(r.has(str(Role(p, "grow", op))) for p in ("pre", "post"))]
+    return sorted(both, key=lambda op: op != "random")
+
+
+def tableG1(r: Results, ref: dict) -> Table:
+    """Growth operators × placements (docs/growth.md): final validation CE of the pre- and post-norm
+    grow runs under each operator, and Δ_grow(operator) = CE(post) − CE(pre), paired by seed."""
+    operators = growth_operators(r)
+    if operators == ["random"] or not operators:
+        raise NotBuilt("needs pre- and post-norm grow runs under a growth operator other than random")
+    t = Table("tableG1", "Table G1: growth operators × placements (validation CE ↓; Δ = post − pre)",
+              note="random is the paper's operator (a fresh block); zero, copy and ramp as in docs/growth.md.")
+    for operator in operators:
+        pre, post = (r.final_metric(str(Role(p, "grow", operator))) for p in ("pre", "post"))
+        t.add("Pre-norm", operator, pre)
+        t.add("Post-norm", operator, post)
+        t.add("Δ_grow (Post−Pre)", operator, post - pre)
+    return t
+
+
+def tableG2(r: Results, ref: dict) -> Table:
+    """Training loss at each block-appending transition under each growth operator (the Table A4
+    definitions, normgrow.paper.transitions), pre- and post-norm."""
+    operators = growth_operators(r)
+    if operators == ["random"] or not operators:
+        raise NotBuilt("needs pre- and post-norm grow runs under a growth operator other than random")
+    if r.transitions.empty:
+        raise NotBuilt("no block-appending transitions")
+    t = Table("tableG2", "Table G2: training loss at block-appending transitions, per growth operator",
+              note="jump: loss just after the transition − just before; AUC (mean): mean excess loss over 2% / 10% of "
+                   "a phase; recovery: paper-equivalent steps until the loss is back to its level before (Table A4).")
+    for phase in sorted(r.transitions["phase"].unique()):
+        for operator in operators:
+            for placement in ("pre", "post"):
+                run = str(Role(placement, "grow", operator))
+                values = r.transitions[(r.transitions["run"] == run) & (r.transitions["phase"] == phase)]
+                values = values.set_index("seed").sort_index()
+                label = f"phase {phase} · {operator} · {placement}"
+                for metric, col in (("jump", "jump"), ("auc_1k", "AUC 2% (mean)"), ("auc_5k", "AUC 10% (mean)")):
+                    t.add(label, col, values[metric])
+                recovery = values["recovery_paper_steps"].astype(float)
+                t.cells.append(Cell(label, "recovery (paper-equiv. steps)", recovery, digits=0))
+    return t
+
+
+BUILDERS = (table1, table2, table3, table4, tableA1, tableA2, tableA3, tableA4, tableB3, tableP1, tableP2, tableG1,
+            tableG2)
 
 
 def build_tables(results: Results) -> tuple[list[Table], dict[str, str]]:
