@@ -18,6 +18,7 @@ from normgrow.paper.results import NotBuilt, Results
 from normgrow.paper.tables import (
     NORM_WEIGHTS,
     build_tables,
+    growth_operators,
     placements_with_roles,
     table1,
     tableA2,
@@ -312,7 +313,7 @@ def test_fig4_has_a_column_per_diagnosed_grow_run(tmp_path, monkeypatch):
     assert titles == ["pre-grow", "post-grow", "sandwich-grow"]
 
 
-def test_growth_operator_tables_set_each_operator_against_the_papers():
+def test_growth_operator_tables_set_each_operator_against_the_papers(tmp_path):
     """Known answers: under zero, post-norm beats pre-norm by 0.1 (Δ_grow −0.1) where under random
     it trails by 0.1; the transition rows are found per operator and placement."""
     rows = fixture(grow=(2.90, 3.00)).to_dict("records")
@@ -330,6 +331,8 @@ def test_growth_operator_tables_set_each_operator_against_the_papers():
                                 for run, jump in (("pre-grow", 0.5), ("post-grow", 0.4), ("pre-grow+zero", 0.0),
                                                   ("post-grow+zero", 0.2))
                                 for seed in (1, 2, 3) for p in (1, 2)])
+    paths = figures.growth_operators(results.final, growth_operators(results), tmp_path)
+    assert growth_operators(results) == ["random", "zero"] and paths[0].stat().st_size > 1000
     g2 = tableG2(Results(pd.DataFrame(rows), transitions), ref()).frame().set_index(["row", "column"])
     assert g2.loc[("phase 1 · zero · pre", "jump"), "mean"] == 0.0
     assert g2.loc[("phase 2 · random · post", "jump"), "mean"] == pytest.approx(0.4)

@@ -113,6 +113,7 @@ REPORT_ITEMS = {
     "tableP2": ("Table P2", "Beyond the paper", "boundary RMS and block removal of every diagnosed grow run"),
     "tableG1": ("Table G1", "Beyond the paper", "growth operators × placements: final validation CE, Δ_grow"),
     "tableG2": ("Table G2", "Beyond the paper", "training loss at the transitions under each growth operator"),
+    "figG1_growth_operators": ("Fig. G1", "Beyond the paper", "final CE and Δ_grow under each growth operator"),
     "fig3a_interaction": ("Fig. 3a", "Main text", "placement × curriculum interaction plot"),
     "fig3b_crossover": ("Fig. 3b", "Main text", "phase-wise pre/post crossover under growth"),
     "fig4_boundary_rms": ("Fig. 4", "Main text", "block-boundary RMS across growth"),

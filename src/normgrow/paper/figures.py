@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from normgrow.paper.roles import has_role  # noqa: E402
+from normgrow.paper.roles import Role, has_role  # noqa: E402
 
 PLACEMENT_COLORS = {"pre": "#0072B2", "post": "#D55E00"}
 EXTRA_COLORS = ["#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
@@ -256,6 +256,43 @@ def block_removal(removal: pd.DataFrame, directory: Path) -> list[Path]:
         fig.suptitle("Block removal at the final checkpoint (diagnostic batch)")
         fig.tight_layout()
         return save(fig, directory, "figA2_block_removal")
+
+
+def mean_to_extremes(series: list[pd.Series]) -> list[list[float]]:
+    """Error bars from each series' mean down to its minimum and up to its maximum (never below 0:
+    a mean of equal values can round past them)."""
+    return [[max(0.0, s.mean() - s.min()) for s in series], [max(0.0, s.max() - s.mean()) for s in series]]
+
+
+def growth_operators(final: pd.DataFrame, operators: list[str], directory: Path) -> list[Path]:
+    """Fig. G1: under each growth operator, the final validation CE of the pre- and post-norm grow
+    runs (mean with the seed range) and Δ_grow = post − pre (paired by seed) on a second axis."""
+    ce = final.set_index(["run", "seed"])["ce"]
+    runs = {(p, op): ce[str(Role(p, "grow", op))] for p in ("pre", "post") for op in operators}
+    with plt.rc_context(STYLE):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(2.0 + 1.6 * len(operators), 2.8))
+        width = 0.38
+        for i, (placement, color) in enumerate((("pre", "#4C72B0"), ("post", "#DD8452"))):
+            values = [runs[(placement, op)] for op in operators]
+            x = [j + (i - 0.5) * width for j in range(len(operators))]
+            spread = mean_to_extremes(values)
+            left.bar(x, [v.mean() for v in values], width, yerr=spread, capsize=2, color=color,
+                     label=f"{placement}-norm")
+        low = min(v.min() for v in runs.values())
+        left.set_ylim(low - 0.1, max(v.max() for v in runs.values()) + 0.05)
+        left.set_xticks(range(len(operators)), operators)
+        left.set_ylabel("final validation CE (nats)")
+        left.set_title("Grow under each operator")
+        left.legend(fontsize=7)
+        deltas = [runs[("post", op)] - runs[("pre", op)] for op in operators]
+        spread = mean_to_extremes(deltas)
+        right.bar(range(len(operators)), [d.mean() for d in deltas], 0.5, yerr=spread, capsize=2, color="#55A868")
+        right.axhline(0, color="black", linewidth=0.8)
+        right.set_xticks(range(len(operators)), operators)
+        right.set_ylabel("Δ_grow = post − pre (nats)")
+        right.set_title("Post-norm's gap per operator")
+        fig.tight_layout()
+        return save(fig, directory, "figG1_growth_operators")
 
 
 def placements(final: pd.DataFrame, names: list[str], directory: Path) -> list[Path]:

@@ -19,7 +19,7 @@ from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import leaves_regime, regime
 from normgrow.paper.results import Results
 from normgrow.paper.roles import Role, by_role, has_role, run_roles
-from normgrow.paper.tables import build_tables, placements_with_roles
+from normgrow.paper.tables import build_tables, growth_operators, placements_with_roles
 
 
 def read_metric(path: Path) -> pd.DataFrame:
@@ -89,6 +89,9 @@ def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Pa
         paths += figures.boundary_rms(rms, frames["phases"], fig_dir)
     if not frames["block_removal"].empty:
         paths += figures.block_removal(frames["block_removal"], fig_dir)
+    operators = growth_operators(results)
+    if operators and operators != ["random"]:
+        paths += figures.growth_operators(results.final, operators, fig_dir)
     others = placements_with_roles(results)
     if others and results.has("pre-joint", "pre-grow"):
         paths += figures.placements(results.final, others, fig_dir)
