@@ -21,7 +21,7 @@ import yaml
 
 SCHEMA = resources.files("normgrow") / "config.schema.yaml"  # package data: found in an installed package too
 KINDS = ("science", "execution", "mixed")
-Path = tuple[str, ...]  # a key's path from the config's top level; "*" for any name of a map
+KeyPath = tuple[str, ...]  # a key's path from the config's top level; "*" for any name of a map
 
 
 class SchemaKindError(ValueError):
@@ -45,11 +45,11 @@ def _children(node: dict) -> Iterator[tuple[str, dict]]:
         yield "[]", node["items"]
 
 
-def walk(schema: dict) -> Iterator[tuple[Path, str]]:
+def walk(schema: dict) -> Iterator[tuple[KeyPath, str]]:
     """Every key of `schema` (a loaded config schema) with its kind, parents first; raises
     SchemaKindError naming the first key whose kind is missing or contradicts its ancestors'."""
 
-    def visit(node: dict, path: Path, inherited: str) -> Iterator[tuple[Path, str]]:
+    def visit(node: dict, path: KeyPath, inherited: str) -> Iterator[tuple[KeyPath, str]]:
         node = _resolve(node, schema)
         for name, sub in _children(node):
             key = (*path, name)
@@ -71,17 +71,17 @@ def walk(schema: dict) -> Iterator[tuple[Path, str]]:
 
 
 @cache
-def kinds() -> dict[Path, str]:
+def kinds() -> dict[KeyPath, str]:
     """Every key of the package's config schema → its kind."""
     return dict(walk(yaml.safe_load(SCHEMA.read_text())))
 
 
-def keys_of(section: Path, kind: str) -> tuple[str, ...]:
+def keys_of(section: KeyPath, kind: str) -> tuple[str, ...]:
     """The names of the keys directly under `section` (e.g. ("train",)) of `kind`, in schema order."""
     return tuple(path[-1] for path, k in kinds().items() if path[:-1] == section and k == kind)
 
 
-def execution_keys() -> list[Path]:
+def execution_keys() -> list[KeyPath]:
     """The outermost keys of kind execution (their children are execution too)."""
     marked = [path for path, kind in kinds().items() if kind == "execution"]
     return [path for path in marked if not any(path[:n] in marked for n in range(1, len(path)))]
