@@ -20,6 +20,7 @@ from normgrow.curriculum import (
     phase_start_state,
     run_phases,
 )
+from normgrow.tracking import Tracking
 
 
 @pytest.fixture
@@ -219,9 +220,12 @@ def test_lr_restart_false_changes_the_earlier_phase(default):
 
 
 def test_execution_from_config(default):
-    execution = Execution.from_config(default, snapshots=3)
+    execution = Execution.from_config(default, snapshots=3, tracked_as="post-grow/seed42/phase1")
     assert execution == Execution(threads=1, state_every=50, loss_chunk=4096, compile=False,
-                                  activation_checkpointing=False, snapshots=3)
+                                  activation_checkpointing=False, snapshots=3,
+                                  tracking=Tracking(("tensorboard",), "results/tracking", "normgrow", {},
+                                                    "post-grow/seed42/phase1"))
+    assert Execution.from_json(dataclasses.asdict(execution)) == execution
 
 
 def test_science_config_drops_execution_settings(default):

@@ -42,11 +42,11 @@ def test_a_key_that_contradicts_its_parent_is_refused():
 
 def test_the_phase_key_execution_and_the_rerun_triggers_follow_the_marks(default):
     marked = set(execution_keys())
-    assert {("threads",), ("resources",), ("teacher", "pretrain", "threads")} <= marked
+    assert {("threads",), ("resources",), ("tracking",), ("teacher", "pretrain", "threads")} <= marked
     assert {("train", k) for k in TRAIN_EXECUTION} == {p for p in marked if p[0] == "train"}
     assert set(TRAIN_SCIENCE) | set(TRAIN_EXECUTION) == set(default["train"])
     assert {f.name for f in dataclasses.fields(Training)} == set(TRAIN_SCIENCE) - {"phase_steps"}
-    assert {f.name for f in dataclasses.fields(Execution)} - {"snapshots"} == {"threads", *TRAIN_EXECUTION}
+    assert {f.name for f in dataclasses.fields(Execution)} - {"snapshots"} == {"threads", "tracking", *TRAIN_EXECUTION}
     science = science_config(default)
     for path in marked:
         parent = science

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from normgrow.kinds import keys_of, without_execution
 from normgrow.schedule import lr_at
+from normgrow.tracking import Tracking
 
 # train.* keys that change a phase's result, and those that do not (how it runs): their kinds in the schema
 TRAIN_SCIENCE = keys_of(("train",), "science")
@@ -281,7 +282,7 @@ def canonical_numbers(value):
 class Execution:
     """How a phase runs and what it keeps besides its result; none of it changes the phase's
     weights or metrics, so none of it is in the key. `snapshots`: intermediate checkpoints kept for
-    the diagnostics (0: only the final one)."""
+    the diagnostics (0: only the final one); `tracking`: where the live curves go (normgrow.tracking)."""
 
     threads: int
     state_every: int
@@ -289,11 +290,18 @@ class Execution:
     compile: bool
     activation_checkpointing: bool
     snapshots: int = 0
+    tracking: Tracking = Tracking()
 
     @classmethod
-    def from_config(cls, config: dict, snapshots: int = 0) -> Execution:
-        """From a validated config (the schema's defaults filled in)."""
-        return cls(threads=config["threads"], snapshots=snapshots, **{k: config["train"][k] for k in TRAIN_EXECUTION})
+    def from_config(cls, config: dict, snapshots: int = 0, tracked_as: str = "") -> Execution:
+        """From a validated config (the schema's defaults filled in); `tracked_as`: the tracked run's name."""
+        return cls(threads=config["threads"], snapshots=snapshots, tracking=Tracking.from_config(config, tracked_as),
+                   **{k: config["train"][k] for k in TRAIN_EXECUTION})
+
+    @classmethod
+    def from_json(cls, data: dict) -> Execution:
+        """From `dataclasses.asdict` of one (normgrow.launch.phase_arguments)."""
+        return cls(**{**data, "tracking": Tracking.from_json(data["tracking"])})
 
 
 def shard_docs(config: dict) -> int:

@@ -49,7 +49,7 @@ def phase_arguments(spec: PhaseSpec, execution: Execution) -> dict:
 
 def read_phase_arguments(path: Path) -> tuple[PhaseSpec, Execution]:
     data = json.loads(Path(path).read_text())
-    return PhaseSpec.from_json(data["spec"]), Execution(**data["execution"])
+    return PhaseSpec.from_json(data["spec"]), Execution.from_json(data["execution"])
 
 
 def launch_phase(spec: PhaseSpec, execution: Execution, teacher: str, tokens: Path, previous: Path | None,

@@ -16,6 +16,7 @@ from normgrow.distributed import default_device
 from normgrow.evaluate import causal_lm_ce
 from normgrow.forward import causal_lm_logits, positions_and_labels
 from normgrow.schedule import lr_at
+from normgrow.tracking import Tracker
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -30,8 +31,10 @@ def load_teacher(name_or_path: str, dtype: str = "float32", attn_implementation:
     return teacher
 
 
-def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed: int, log=None):
-    """Train a fresh Qwen3ForCausalLM with next-token CE (on the GPU if there is one); returns the model."""
+def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed: int, log=None,
+                     tracker: Tracker | None = None):
+    """Train a fresh Qwen3ForCausalLM with next-token CE (on the GPU if there is one), logging each
+    update to `tracker` (normgrow.tracking); returns the model."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
@@ -57,10 +60,13 @@ def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed
         positions, labels = positions_and_labels(batch)
         loss = torch.nn.functional.cross_entropy(causal_lm_logits(model, batch, positions), labels)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         progress.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.2e}", refresh=False)
+        if tracker is not None:
+            tracker.log_update({"loss": loss.item(), "ce": loss.item(), "lr": lr, "grad_norm": grad_norm.item(),
+                                "tokens": batch.tokens}, t)
     return model.eval()
 
 

@@ -51,6 +51,7 @@ from normgrow.objective import Objective, loss_positions
 from normgrow.resume import ResumeStore, seed_all
 from normgrow.student import BlockStackStudent
 from normgrow.teacher import load_teacher
+from normgrow.tracking import Tracker
 
 COUNTERS = ("tokens", "unique_tokens", "active_layer_tokens", "steps")
 
@@ -161,6 +162,8 @@ class PhaseTrainer:
         self.snapshots = set(snapshot_steps(spec.phase.steps, execution.snapshots))
         self.faults = Faults.from_environment()
         self.state = self.load_state()
+        self.tracker = Tracker(execution.tracking, {"spec": spec.to_json(), "execution": asdict(execution)},
+                               ranks.main, ranks.device, first_step=self.before["global_step"] + self.state.step + 1)
 
     def load_state(self) -> TrainState:
         """The newest verified resume state (weights, optimizer and RNGs loaded in place), or a fresh start."""
@@ -184,6 +187,7 @@ class PhaseTrainer:
         try:
             for t in progress:
                 row = self.update(t)
+                self.tracker.log_update(row, row["global_step"])
                 progress.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.1e}", refresh=False)
                 if t in self.snapshots and t < phase.steps:
                     save_student(self.student, self.resume.directory / "snapshots" /
@@ -200,6 +204,7 @@ class PhaseTrainer:
                 self.faults.after_state(t)
         finally:
             sigterm.restore()
+            self.tracker.finish()
         return self.finish()
 
     def update(self, t: int) -> dict:
@@ -237,8 +242,10 @@ class PhaseTrainer:
     def evaluate(self, t: int, global_step: int) -> None:
         metrics = evaluate_student(self.student, self.teacher, self.valid, self.objective, self.execution.loss_chunk,
                                    self.ranks)
-        self.state.eval_rows.append({"step": t, "global_step": global_step, "ce": metrics["ce"], "kd": metrics["kd"],
-                                     "kd_soft": metrics["kd_soft"], "ppl": metrics["ppl"]})
+        row = {"step": t, "global_step": global_step, "ce": metrics["ce"], "kd": metrics["kd"],
+               "kd_soft": metrics["kd_soft"], "ppl": metrics["ppl"]}
+        self.state.eval_rows.append(row)
+        self.tracker.log_eval(row, global_step)
         print(f"{self.label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
               f"PPL {metrics['ppl']:.2f}", file=self.log, flush=True)
 

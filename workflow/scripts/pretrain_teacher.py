@@ -7,14 +7,21 @@ import torch
 from transformers import AutoTokenizer
 
 from normgrow.data import TokenStore
+from normgrow.distributed import default_device
 from normgrow.logs import job_log
 from normgrow.teacher import pretrain_teacher, save_teacher
+from normgrow.tracking import Tracker, Tracking
 
 with job_log(snakemake.log[0]) as log:
     torch.set_num_threads(snakemake.threads)
     tokens = Path(snakemake.input.tokens)
     pad_id = json.loads((tokens / "meta.json").read_text())["boundary_id"]
     tokenizer = AutoTokenizer.from_pretrained(snakemake.input.tokenizer)
-    model = pretrain_teacher(snakemake.params.pretrain, tokenizer, TokenStore(tokens / "train"), pad_id,
-                             snakemake.params.seed, log)
+    tracker = Tracker(Tracking.from_config(snakemake.config, "teacher/pretrain"),
+                      {"pretrain": snakemake.params.pretrain, "seed": snakemake.params.seed}, True, default_device())
+    try:
+        model = pretrain_teacher(snakemake.params.pretrain, tokenizer, TokenStore(tokens / "train"), pad_id,
+                                 snakemake.params.seed, log, tracker)
+    finally:
+        tracker.finish()
     save_teacher(model, tokenizer, Path(snakemake.output[0]))

@@ -9,11 +9,13 @@ from normgrow.config import launch_ranks
 from normgrow.curriculum import Execution, PhaseTable
 from normgrow.launch import launch_phase
 from normgrow.logs import job_log
+from normgrow.tracking import run_name
 
 with job_log(snakemake.log[0]) as log:
     spec, previous = snakemake.params.spec, snakemake.params.previous
-    print(f"phase {spec.key}: " + ", ".join(PhaseTable.from_config(snakemake.config).sharing(spec.key)), file=log)
-    execution = Execution.from_config(snakemake.config, snakemake.params.snapshots)
+    sharing = PhaseTable.from_config(snakemake.config).sharing(spec.key)
+    print(f"phase {spec.key}: " + ", ".join(sharing), file=log)
+    execution = Execution.from_config(snakemake.config, snakemake.params.snapshots, tracked_as=run_name(sharing[0]))
     status = launch_phase(spec, execution, snakemake.params.teacher, Path(snakemake.input.tokens),
                           Path(previous) if previous else None, Path(snakemake.output.state).parent, log,
                           **launch_ranks(snakemake.config))

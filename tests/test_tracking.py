@@ -1,0 +1,158 @@
+"""Tracking (normgrow.tracking): a phase's TensorBoard events and W&B offline records hold the values of
+its train.csv and eval.csv; a phase killed after logging past its last state and resumed holds each
+step once in TensorBoard; the config section names accelerate's trackers."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import REPO, phase_arguments_for, tiny_run_config, write_phase_inputs
+
+from normgrow.tracking import Tracking, flatten, run_name
+
+STEPS, STATE_EVERY, KILLED_AT = 12, 3, 7  # the state at update 6 is the newest when update 7 is killed
+TRAIN_KEYS = ("loss", "ce", "kd", "kd_soft", "lr", "grad_norm")
+EVAL_KEYS = ("ce", "kd", "kd_soft", "ppl")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("tracking")
+    write_phase_inputs(root, seed=1, documents=30, longest=12, valid=4)
+    config = tiny_run_config()
+    config["train"].update(phase_steps=STEPS, state_every=STATE_EVERY, eval_every=4)
+    return {"root": root, "arguments": phase_arguments_for(config, "post-freeze", 5, 0)}
+
+
+def train(setup: dict, name: str, log_with: list[str], fault: str | None = None) -> subprocess.CompletedProcess:
+    """The phase as the workflow's job runs it (`normgrow.cli train-phase`), tracked as `name`."""
+    root = setup["root"]
+    arguments = dict(setup["arguments"])
+    arguments["execution"] = {**arguments["execution"], "tracking": dataclasses.asdict(Tracking(
+        tuple(log_with), str(root / "tracking"), "normgrow", {}, f"{name}/seed5/phase0"))}
+    spec = root / f"{name}.json"
+    spec.write_text(json.dumps(arguments))
+    env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
+    env.update({"NORMGROW_FAULT": fault} if fault else {}, WANDB_SILENT="true")
+    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(spec), "--teacher",
+               str(root / "teacher"), "--tokens", str(root / "tokens"), "--out", str(root / name)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def tensorboard_scalars(directory: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar tag's (step, value) as TensorBoard's reader shows it (purged steps dropped)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(directory), size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def wandb_history(directory: Path) -> list[dict]:
+    """The history rows of W&B offline runs under `directory` (their .wandb files: a log of
+    protobuf records in 32 KiB blocks, each chunk headed by CRC32, length and type)."""
+    from wandb.proto import wandb_internal_pb2
+
+    rows = []
+    for path in sorted(directory.glob("wandb/offline-run-*/run-*.wandb")):
+        raw, position, record = path.read_bytes(), 7, b""
+        assert raw[:4] == b":W&B"
+        while position + 7 <= len(raw):
+            if 32768 - position % 32768 < 7:  # a block's tail too short for a header is padding
+                position += 32768 - position % 32768
+                continue
+            _, length, kind = struct.unpack("<IHB", raw[position:position + 7])
+            if kind == 0:
+                break
+            record += raw[position + 7:position + 7 + length]
+            position += 7 + length
+            if kind in (1, 4):  # a full record, or the last chunk of one
+                parsed = wandb_internal_pb2.Record()
+                parsed.ParseFromString(record)
+                record = b""
+                if parsed.WhichOneof("record_type") == "history":
+                    rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                                 for item in parsed.history.item})
+    return rows
+
+
+def assert_scalars_equal_csv(scalars: dict, directory: Path) -> None:
+    train, evals = read_csv(directory / "train.csv"), read_csv(directory / "eval.csv")
+    for key in TRAIN_KEYS:
+        want = [(int(row["global_step"]), np.float32(float(row[key]))) for row in train]
+        assert [(s, np.float32(v)) for s, v in scalars[f"train/{key}"]] == want, key
+    for key in EVAL_KEYS:
+        want = [(int(row["global_step"]), np.float32(float(row[key]))) for row in evals]
+        assert [(s, np.float32(v)) for s, v in scalars[f"eval/{key}"]] == want, key
+    steps = [s for s, _ in scalars["train/tokens_per_s"]]
+    assert steps == list(range(1, STEPS + 1))
+    assert all(v > 0 for _, v in scalars["train/tokens_per_s"] + scalars["train/peak_memory_mb"])
+
+
+def test_tensorboard_and_wandb_offline_hold_the_csv_values(setup):
+    pytest.importorskip("wandb")
+    proc = train(setup, "tracked", ["tensorboard", "wandb"])
+    assert proc.returncode == 0, proc.stderr
+    root = setup["root"]
+    assert_scalars_equal_csv(tensorboard_scalars(root / "tracking" / "normgrow" / "tracked" / "seed5" / "phase0"),
+                             root / "tracked")
+    history = wandb_history(root / "tracking")
+    logged = {}
+    for row in history:
+        for key, value in row.items():
+            if key.startswith(("train/", "eval/")):
+                logged.setdefault(key, []).append((row["_step"], value))
+    assert_scalars_equal_csv(logged, root / "tracked")
+    for key in TRAIN_KEYS:  # W&B keeps the float64 values of train.csv exactly
+        assert [v for _, v in logged[f"train/{key}"]] == [float(r[key]) for r in read_csv(root / "tracked" /
+                                                                                        "train.csv")]
+
+
+def test_a_phase_killed_and_resumed_holds_each_step_once_in_tensorboard(setup):
+    killed = train(setup, "resumed", ["tensorboard"], fault=f"kill@{KILLED_AT}")
+    assert killed.returncode == -9
+    events = setup["root"] / "tracking" / "normgrow" / "resumed" / "seed5" / "phase0"
+    assert [s for s, _ in tensorboard_scalars(events)["train/loss"]] == list(range(1, KILLED_AT + 1))
+    proc = train(setup, "resumed", ["tensorboard"])
+    assert proc.returncode == 0, proc.stderr
+    assert "resumed from the state at update 6" in proc.stderr
+    assert len(list(events.glob("events.out.tfevents.*"))) == 2  # the killed job's file, then the resumed one's
+    assert_scalars_equal_csv(tensorboard_scalars(events), setup["root"] / "resumed")
+
+
+def test_tracking_off_writes_nothing(setup):
+    proc = train(setup, "untracked", [])
+    assert proc.returncode == 0, proc.stderr
+    assert not (setup["root"] / "tracking" / "normgrow" / "untracked").exists()
+
+
+def test_the_schema_offers_accelerates_trackers():
+    from accelerate.tracking import LOGGER_TYPE_TO_CLASS
+
+    schema = yaml.safe_load((REPO / "src" / "normgrow" / "config.schema.yaml").read_text())
+    section = schema["properties"]["tracking"]
+    assert section["kind"] == "execution"
+    assert set(section["properties"]["log_with"]["items"]["enum"]) == set(LOGGER_TYPE_TO_CLASS)
+    assert set(section["properties"]["init_kwargs"]["propertyNames"]["enum"]) == set(LOGGER_TYPE_TO_CLASS)
+
+
+def test_run_names_and_flattened_configuration():
+    assert run_name("post-grow seed 3 phase 2") == "post-grow/seed3/phase2"
+    assert run_name("mix-ln@2 grow seed 1 phase 0") == "mix-ln@2 grow/seed1/phase0"
+    assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": None, "e": True}) == {"a/b": 1, "a/c": "[1, 2]", "d": "None",
+                                                                          "e": True}
