@@ -8,8 +8,9 @@ import pytest
 
 TABLES = ["table1", "table2", "table3", "table4", "tableA1", "tableA2", "tableA3", "tableA4", "tableB3", "tableP1",
           "tableP2"]
-FIGURES = ["validation_loss", "fig3a_interaction", "fig3b_crossover", "fig4_boundary_rms", "fig5a_token_types",
-           "fig5b_grow_validation", "figA1_rms_distribution", "figA2_block_removal", "figP1_placements"]
+FIGURES = ["fig1_placements", "fig2_curricula", "validation_loss", "fig3a_interaction", "fig3b_crossover",
+           "fig4_boundary_rms", "fig5a_token_types", "fig5b_grow_validation", "figA1_rms_distribution",
+           "figA2_block_removal", "figP1_placements"]
 CHECK_IMAGES = """<script>window.addEventListener('load', () => {
   const broken = [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).length;
   document.body.setAttribute('data-images', document.images.length);

@@ -20,7 +20,8 @@ from conftest import REPO, snakemake_command
 # workflow/rules/common.smk); each caption opens with this name in bold.
 NAMES = {"table1": "Table 1", "table2": "Table 2", "table3": "Table 3", "table4": "Table 4", "tableA1": "Table A1",
          "tableA2": "Table A2", "tableA3": "Table A3", "tableA4": "Table A4", "tableB3": "Table B3",
-         "tableP1": "Table P1", "tableP2": "Table P2", "fig3a_interaction": "Fig. 3a", "fig3b_crossover": "Fig. 3b",
+         "tableP1": "Table P1", "tableP2": "Table P2", "fig1_placements": "Fig. 1", "fig2_curricula": "Fig. 2",
+         "fig3a_interaction": "Fig. 3a", "fig3b_crossover": "Fig. 3b",
          "fig4_boundary_rms": "Fig. 4", "fig5a_token_types": "Fig. 5a", "fig5b_grow_validation": "Fig. 5b",
          "figA1_rms_distribution": "Fig. A1", "figA2_block_removal": "Fig. A2", "figP1_placements": "Fig. P1",
          "validation_loss": "Validation loss"}
@@ -73,7 +74,7 @@ def test_every_table_and_figure_is_a_report_item_with_its_caption(snakemake_repo
     results = snakemake_report["results"]
     paper = snakemake_report["workdir"] / "results" / "paper"
     files = sorted(p for kind, formats in FORMATS.items() for p in (paper / kind).iterdir() if p.suffix[1:] in formats)
-    assert len(files) == 11 * 3 + 9 * 2  # the CI config builds every table and figure
+    assert len(files) == 11 * 3 + 11 * 2  # the CI config builds every table and figure
     for path in files:
         key = str(path.relative_to(snakemake_report["workdir"]))
         assert key in results, key

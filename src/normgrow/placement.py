@@ -19,22 +19,26 @@ The bracket is the model-boundary norm (one per student): `final` applies N_fina
 active layer (pre-norm's interface), `entry` applies N_entry to the embedding output (post-norm's:
 its layers normalise their outputs, but the first receives the raw embedding). Each placement takes
 what its paper prescribes; see each class. N is the student's total decoder layers (K·L).
+
+The registry (names, each block's layer kind, the boundary norm) and where each layer kind puts its
+norms are torch-free data in normgrow.layout; LAYERS maps each layer kind to its class here.
 """
 
 from __future__ import annotations
-
-import re
 
 import torch
 from torch import nn
 
 from normgrow.family import family
+from normgrow.layout import PATTERN as PATTERN  # re-exported: the registry's names, as before
+from normgrow.layout import PLACEMENTS as PLACEMENTS
+from normgrow.layout import boundary as boundary
+from normgrow.layout import layer_kinds, residual_scale
 
 
 class _Layer(nn.Module):
-    """Sub-modules shared by every placement; subclasses define the data flow."""
-
-    boundary: str  # "final" (after the last active layer) or "entry" (after the embedding)
+    """Sub-modules shared by every placement; subclasses define the data flow (as their layout in
+    normgrow.layout.LAYOUTS describes it)."""
 
     def __init__(self, config, layer_idx: int, depth: int):
         super().__init__()
@@ -54,8 +58,6 @@ class _Layer(nn.Module):
 class PreNormLayer(_Layer):
     """h = h + Attn(N_a(h)); h = h + MLP(N_m(h)). Boundary: N_final."""
 
-    boundary = "final"
-
     def forward(self, h, position_embeddings, attention_mask):
         h = h + self.attend(self.attn_layernorm(h), position_embeddings, attention_mask)
         return h + self.mlp(self.mlp_layernorm(h))
@@ -63,8 +65,6 @@ class PreNormLayer(_Layer):
 
 class PostNormLayer(_Layer):
     """u = h + Attn(h); h = N_a(u); v = h + MLP(h); h = N_m(v). Boundary: N_entry."""
-
-    boundary = "entry"
 
     def forward(self, h, position_embeddings, attention_mask):
         h = self.attn_layernorm(h + self.attend(h, position_embeddings, attention_mask))
@@ -76,8 +76,6 @@ class SandwichLayer(_Layer):
     add (Gemma 2/3's post_attention/post_feedforward norms; peri-LN):
     h = h + N_ao(Attn(N_a(h))); h = h + N_mo(MLP(N_m(h))). Two more RMSNorms per layer than pre/post.
     Boundary: N_final, as in those models."""
-
-    boundary = "final"
 
     def __init__(self, config, layer_idx: int, depth: int):
         super().__init__(config, layer_idx, depth)
@@ -96,11 +94,9 @@ class DeepNormLayer(_Layer):
     initialised ×β; for a decoder-only stack of N layers α = (2N)^¼, β = (8N)^-¼ (N = K·L, the full
     student, so every phase of a run has the same layers). Boundary: N_entry, as post-norm."""
 
-    boundary = "entry"
-
     def __init__(self, config, layer_idx: int, depth: int):
         super().__init__(config, layer_idx, depth)
-        self.alpha = (2 * depth) ** 0.25
+        self.alpha = residual_scale(depth)
         self.beta = (8 * depth) ** -0.25
 
     def forward(self, h, position_embeddings, attention_mask):
@@ -137,8 +133,6 @@ class HybridNormLayer(_Layer):
     weights per layer instead of pre/post's two, plus the per-head norms (head_dim weights each).
     Boundary: N_final (its output is not normalised)."""
 
-    boundary = "final"
-
     def __init__(self, config, layer_idx: int, depth: int):
         super().__init__(config, layer_idx, depth)
         attn, norm = self.self_attn, family(config).norm
@@ -154,24 +148,9 @@ class HybridNormLayer(_Layer):
 
 LAYERS: dict[str, type[_Layer]] = {"pre": PreNormLayer, "post": PostNormLayer, "sandwich": SandwichLayer,
                                    "deepnorm": DeepNormLayer, "hybridnorm": HybridNormLayer}
-MIX = re.compile(r"mix-ln(?:@(\d+))?")
-PLACEMENTS = (*LAYERS, "mix-ln")  # the registered names; mix-ln also as mix-ln@B
-PATTERN = "^(" + "|".join(LAYERS) + r"|mix-ln(@[1-9][0-9]*)?)$"  # the config schema's
 
 
 def layer_classes(placement: str, blocks: int) -> list[type[_Layer]]:
-    """The layer class of each of `blocks` blocks under `placement`, with a clear error for
-    unknown names."""
-    if placement in LAYERS:
-        return [LAYERS[placement]] * blocks
-    mix = MIX.fullmatch(placement)
-    if mix:  # Mix-LN (Li et al. 2024): post-norm in the first blocks, pre-norm after them
-        post_blocks = int(mix.group(1) or 1)
-        return [PostNormLayer if b < post_blocks else PreNormLayer for b in range(blocks)]
-    raise ValueError(f"unknown placement {placement!r}; registered placements: {', '.join(PLACEMENTS)} "
-                     "(mix-ln@B: post-norm in the first B blocks)")
-
-
-def boundary(placement: str) -> str:
-    """The model-boundary norm of `placement`: "final" or "entry" (Mix-LN ends in pre layers: final)."""
-    return LAYERS[placement].boundary if placement in LAYERS else "final"
+    """The layer class of each of `blocks` blocks under `placement` (normgrow.layout.layer_kinds:
+    a clear error for unknown names)."""
+    return [LAYERS[kind] for kind in layer_kinds(placement, blocks)]

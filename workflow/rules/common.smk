@@ -114,6 +114,8 @@ REPORT_ITEMS = {
     "tableG1": ("Table G1", "Beyond the paper", "growth operators × placements: final validation CE, Δ_grow"),
     "tableG2": ("Table G2", "Beyond the paper", "training loss at the transitions under each growth operator"),
     "figG1_growth_operators": ("Fig. G1", "Beyond the paper", "final CE and Δ_grow under each growth operator"),
+    "fig1_placements": ("Fig. 1", "Main text", "where each placement's RMSNorms sit in one decoder layer"),
+    "fig2_curricula": ("Fig. 2", "Main text", "curricula: trained, frozen and inactive blocks per phase"),
     "fig3a_interaction": ("Fig. 3a", "Main text", "placement × curriculum interaction plot"),
     "fig3b_crossover": ("Fig. 3b", "Main text", "phase-wise pre/post crossover under growth"),
     "fig4_boundary_rms": ("Fig. 4", "Main text", "block-boundary RMS across growth"),

@@ -19,6 +19,7 @@ from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import leaves_regime, regime
 from normgrow.paper.results import Results
 from normgrow.paper.roles import Role, by_role, has_role, run_roles
+from normgrow.paper.schematics import CAPTIONS, schematics
 from normgrow.paper.tables import build_tables, growth_operators, placements_with_roles
 
 
@@ -110,6 +111,7 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     tables, not_built = build_tables(results)
     for table in tables:
         table.write(out / "tables")
+    setup_paths = schematics(config, out / "figures")
     figure_paths = draw_figures(out, frames, results, diagnostics, roles)
     margin = config["report"]["equivalence_margin"]
     claims = check_claims(results, frames["boundary_rms"], margin)
@@ -117,12 +119,13 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     context = {"scale": scale_summary(config, teacher, data), "far": is_far_from_paper(config),
                "regime": properties, "outside": leaves_regime(properties), "not_built": not_built,
                "claims": claims, "margin": margin, "tables": tables,
+               "schematics": [p for p in setup_paths if p.suffix == ".png"],
                "figures": [p for p in figure_paths if p.suffix == ".png"], "config": config,
                "provenance": report_provenance(data, versions)}
     document = report_document(context)
     (out / "report.md").write_text(to_markdown(document))
     (out / "index.html").write_text(to_html(document, "normgrow report", out))
-    print(f"wrote {len(tables)} tables, {len(figure_paths)} figure files and the report to {out}")
+    print(f"wrote {len(tables)} tables, {len(setup_paths) + len(figure_paths)} figure files and the report to {out}")
 
 
 INTRO = ("This run's numbers beside the paper's. Columns marked \"(paper)\" are the paper's reported values; "
@@ -156,6 +159,9 @@ def report_document(c: dict) -> list[Block]:
     blocks += [Heading("Scale"),
                Grid(["", "this run", "paper"],
                     [[k, c["scale"][k], paper] for k, paper in paper_reference()["scale"].items()])]
+    blocks.append(Heading("Placements and curricula"))
+    blocks += [Figure(Path("figures") / p.name, f"{CAPTIONS[p.stem]} (PDF beside it in figures/)")
+               for p in c["schematics"]]
     blocks += [Heading("Regime"), Paragraph(REGIME_NOTE),
                Grid(["property", "paper", "this run", "condition", "status"],
                     [[p.name, p.paper, p.ours, p.condition, regime_status(p)] for p in c["regime"]],

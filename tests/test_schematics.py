@@ -1,0 +1,166 @@
+"""The paper's Fig. 1 and Fig. 2 (normgrow.paper.schematics) drawn from the resolved config: each
+placement's layout (normgrow.layout) against its layer's modules and forward, a non-default
+curriculum's phase × block states against known answers, and both figures written."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import yaml
+from conftest import REPO
+from transformers import Qwen3Config
+
+from normgrow.config import science_config, validate_config
+from normgrow.family import family
+from normgrow.layout import LAYOUTS, SUBLAYERS, boundary, residual_scale
+from normgrow.paper import schematics
+from normgrow.paper.document import Figure, Heading
+from normgrow.paper.reference import paper_reference
+from normgrow.paper.report import report_document
+from normgrow.placement import LAYERS
+
+
+# ---------------------------------------------------------------- Fig. 1's data: each layer kind's layout
+def tiny_layer(kind: str, depth: int):
+    """A layer of `kind` on a small Qwen3 config, every norm weight away from the identity (so a
+    misplaced norm changes the output), with what its forward needs."""
+    config = Qwen3Config(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=8, num_hidden_layers=depth, vocab_size=32)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    layer = LAYERS[kind](config, 0, depth).eval()
+    with torch.no_grad():
+        for name, param in layer.named_parameters():
+            if name.endswith("norm.weight"):
+                param.uniform_(0.5, 1.5)
+    h = torch.randn(2, 5, config.hidden_size)
+    position_embeddings = family(config).rotary(config)(h, torch.arange(5).unsqueeze(0))
+    return config, layer, h, position_embeddings
+
+
+def layout_forward(layer, layout, h, position_embeddings, depth: int) -> torch.Tensor:
+    """The layer's output computed from its layout alone: per sub-layer, each described norm at its
+    position around the branch and the residual add (normgrow.layout's table)."""
+    branches = {"attn": lambda x: layer.attend(x, position_embeddings, None), "mlp": layer.mlp}
+    scale = residual_scale(depth) if layout.scaled_residual else 1.0
+    for sublayer in SUBLAYERS:
+        def norm(position, x, sublayer=sublayer):
+            site = layout.at(sublayer, position)
+            return getattr(layer, site.module)(x) if site else x
+
+        h = norm("sum", scale * h + norm("output", branches[sublayer](norm("input", h))))
+    return h
+
+
+@pytest.mark.parametrize("kind", list(LAYOUTS))
+def test_each_layout_is_its_layers_forward(kind):
+    """The layout Fig. 1 draws computes what the layer class computes, with the same norms."""
+    depth = 6  # α = 12^¼ for DeepNorm, not 1
+    config, layer, h, position_embeddings = tiny_layer(kind, depth)
+    layout = LAYOUTS[kind]
+    with torch.no_grad():
+        torch.testing.assert_close(layout_forward(layer, layout, h, position_embeddings, depth),
+                                   layer(h, position_embeddings, None), rtol=0, atol=0)
+    norms = {name for name, module in layer.named_children() if isinstance(module, family(config).norm)}
+    assert norms == {site.module for site in layout.norms}, kind
+    assert hasattr(layer.self_attn.v_proj, "head_norm") == layout.qkv_norm, kind
+
+
+def test_layouts_and_their_equations():
+    """Where each placement puts its norms (the positions Fig. 1 draws), written as the equations of
+    normgrow.placement's docstring, and the boundary norm of each."""
+    positions = {kind: sorted((n.sublayer, n.position, n.symbol) for n in layout.norms)
+                 for kind, layout in LAYOUTS.items()}
+    assert positions == {
+        "pre": [("attn", "input", "N_a"), ("mlp", "input", "N_m")],
+        "post": [("attn", "sum", "N_a"), ("mlp", "sum", "N_m")],
+        "sandwich": [("attn", "input", "N_a"), ("attn", "output", "N_ao"), ("mlp", "input", "N_m"),
+                     ("mlp", "output", "N_mo")],
+        "deepnorm": [("attn", "sum", "N_a"), ("mlp", "sum", "N_m")],
+        "hybridnorm": [("attn", "sum", "N_m")],
+    }
+    equations = {kind: [layout.equation(s) for s in SUBLAYERS] for kind, layout in LAYOUTS.items()}
+    assert equations == {
+        "pre": ["h ← h + Attn(N_a(h))", "h ← h + MLP(N_m(h))"],
+        "post": ["h ← N_a(h + Attn(h))", "h ← N_m(h + MLP(h))"],
+        "sandwich": ["h ← h + N_ao(Attn(N_a(h)))", "h ← h + N_mo(MLP(N_m(h)))"],
+        "deepnorm": ["h ← N_a(α·h + Attn(h))", "h ← N_m(α·h + MLP(h))"],
+        "hybridnorm": ["h ← N_m(h + Attn_qkv(h))", "h ← h + MLP(h)"],
+    }
+    assert {p: boundary(p) for p in (*LAYOUTS, "mix-ln", "mix-ln@2")} == {
+        "pre": "final", "post": "entry", "sandwich": "final", "deepnorm": "entry", "hybridnorm": "final",
+        "mix-ln": "final", "mix-ln@2": "final"}
+
+
+def test_mix_ln_is_drawn_as_its_blocks_layer_kinds():
+    assert schematics.layer_groups("mix-ln@2", 4) == [("post", range(0, 2)), ("pre", range(2, 4))]
+    assert schematics.layer_groups("mix-ln", 3) == [("post", range(0, 1)), ("pre", range(1, 3))]
+    assert schematics.layer_groups("mix-ln@5", 4) == [("post", range(0, 4))]
+    assert schematics.layer_groups("sandwich", 4) == [("sandwich", range(0, 4))]
+
+
+# ---------------------------------------------------------------- Fig. 2's data: a user's own curriculum
+CUSTOM = [{"active_blocks": 1},
+          {"active_blocks": 2, "trainable": "newest"},
+          {"active_blocks": 3, "data": "reset", "growth": {"operator": "copy"}},
+          {"active_blocks": 4, "trainable": "newest", "data": "fresh", "steps": 40, "lr_restart": False,
+           "growth": {"operator": "ramp", "steps": 10}}]
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    """The embedded default with a 4-block student, a curriculum of its own (a freeze, a reset, a
+    copy, a ramp on fresh data with a shorter, continued LR schedule) under Mix-LN@2, and a
+    sandwich joint run; validated and reduced as the workflow hands it to the report."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["student"]["blocks"] = 4
+    config["curricula"] = {"joint": [{"active_blocks": 4}], "custom": copy.deepcopy(CUSTOM)}
+    config["runs"] = {"mix-custom": {"placement": "mix-ln@2", "curriculum": "custom"},
+                      "sandwich-joint": {"placement": "sandwich", "curriculum": "joint"},
+                      "pre-joint": {"placement": "pre", "curriculum": "joint"}}
+    config["build"] = ["mix-custom", "sandwich-joint"]
+    config["diagnostics"]["runs"] = []
+    return science_config(validate_config(config))
+
+
+def test_a_custom_curriculum_is_drawn_phase_by_phase(config):
+    batch, length = config["train"]["batch_size"], config["data"]["max_length"]
+
+    def column(index, states, appended, growth, data, steps, continued=False):
+        return schematics.PhaseColumn(index, tuple(states.split()), appended, growth, data, steps, steps * batch,
+                           steps * batch * length, continued)
+
+    assert schematics.curriculum_columns(config, "custom") == [
+        column(0, "trained inactive inactive inactive", (), None, "continue", 100),
+        column(1, "frozen trained inactive inactive", (1,), None, "continue", 100),
+        column(2, "trained trained trained inactive", (2,), "copy", "reset", 100),
+        column(3, "frozen frozen frozen trained", (3,), "ramp10", "fresh", 40, continued=True),
+    ]
+    assert [c.states for c in schematics.curriculum_columns(config, "joint")] == [("trained",) * 4]
+
+
+def test_what_the_run_builds_is_drawn(config):
+    """Only the built runs' placements and curricula (pre-joint is defined, not built); joint first."""
+    assert schematics.placements_used(config) == ["sandwich", "mix-ln@2"]
+    assert schematics.curricula_used(config) == {"joint": ["sandwich-joint"], "custom": ["mix-custom"]}
+
+
+def test_both_figures_are_written_and_shown_near_the_top(config, tmp_path):
+    paths = schematics.schematics(config, tmp_path)
+    assert sorted(p.name for p in paths) == ["fig1_placements.pdf", "fig1_placements.png", "fig2_curricula.pdf",
+                                             "fig2_curricula.png"]
+    for path in paths:
+        assert path.stat().st_size > 10_000, path
+    pngs = [p for p in paths if p.suffix == ".png"]
+    blocks = report_document({"far": False, "scale": dict.fromkeys(paper_reference()["scale"], "-"), "regime": [],
+                              "outside": [], "claims": [], "margin": 0.01, "tables": [], "not_built": {},
+                              "schematics": pngs, "figures": [], "config": config,
+                              "provenance": {"git commit": "abc", "packages": {}, "data": {}}})
+    figures = [b for b in blocks if isinstance(b, Figure)]
+    assert [f.path.as_posix() for f in figures] == ["figures/fig1_placements.png", "figures/fig2_curricula.png"]
+    assert figures[0].caption.startswith("Figure 1 ") and figures[1].caption.startswith("Figure 2 ")
+    assert set(schematics.CAPTIONS) == {p.stem for p in paths}
+    headings = [b.text for b in blocks if isinstance(b, Heading)]
+    assert headings.index("Placements and curricula") < headings.index("Claims")
