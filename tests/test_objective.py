@@ -140,7 +140,7 @@ def test_padding_is_excluded_from_the_loss(teacher):
 def test_evaluation_is_the_objective_over_every_loss_position(teacher):
     """Validation CE, KD and KD soft are means over the loss positions of all batches (token-weighted,
     right padding excluded): the objective on full logits at those positions, batch by batch."""
-    from normgrow.evaluate import evaluate_student
+    from normgrow.evaluate import evaluate_students
 
     student = BlockStackStudent.from_teacher(teacher, "post", 2, 1, seed=0)
     rng = np.random.default_rng(5)
@@ -156,7 +156,7 @@ def test_evaluation_is_the_objective_over_every_loss_position(teacher):
             sums[key] += float(terms[key]) * len(labels)
         count += len(labels)
     assert count < sum(batch.tokens for batch in batches)  # loss positions are fewer than tokens
-    got = evaluate_student(student, teacher, batches, objective, chunk=5)
+    [got] = evaluate_students([student], [objective], teacher, batches, chunk=5)
     assert got["positions"] == count
     for key in sums:
         assert got[key] == pytest.approx(sums[key] / count, rel=1e-5), key

@@ -222,14 +222,18 @@ def rank_batch_size(config: dict) -> int:
     return max(1, config["train"]["batch_size"] // training_ranks(config))
 
 
-def job_resources(config: dict, group: str) -> dict:
+def job_resources(config: dict, group: str, students: int = 1) -> dict:
     """Snakemake resources of a job of `group` (train, model, data) for the SLURM executor plugin.
+
+    A training job of several `students` (a group on one teacher forward per batch) asks for
+    `students` times the memory and run time of one phase: an upper bound (the teacher and the
+    batches are shared; the trace measures the GPU memory, normgrow.trace).
 
     One node: `gpu` (sbatch --gpus) and `cpus_per_gpu`. Several nodes: an `mpi="srun"` job of one
     task per node with `gres=gpu:N` per node — the plugin then does not wrap the job in srun and
     normgrow.launch starts torchrun on every node itself."""
     spec = config["resources"][group]
-    resources = {"mem_mb": spec["mem_mb"], "runtime": spec["runtime"]}
+    resources = {"mem_mb": spec["mem_mb"] * students, "runtime": spec["runtime"] * students}
     if spec["partition"]:
         resources["slurm_partition"] = spec["partition"]
     if spec["account"]:

@@ -266,6 +266,32 @@ class PhaseSpec:
                       "training": Training(**{**data["training"], "betas": tuple(data["training"]["betas"])})})
 
 
+def stream_key(spec: PhaseSpec) -> str:
+    """Hex digest of what determines the batches a phase reads, in order, and the teacher's outputs on
+    them: the seed, the shard, the batch size, the evaluation interval, the teacher, data and
+    tokenizer, and each phase's data policy and budget up to this one. Phases with equal stream
+    keys (e.g. pre- and post-norm of one run and seed, or joint and grow's first phase) may train
+    side by side on one teacher forward per batch (normgrow.trainer.train_phases)."""
+    identity = {"seed": spec.seed, "shard_docs": spec.shard_docs, "batch_size": spec.training.batch_size,
+                "eval_every": spec.training.eval_every, "teacher_dtype": spec.teacher_dtype,
+                "attn_implementation": spec.student["attn_implementation"], "upstream": spec.upstream,
+                "data": [[p.identity()["data"], p.steps] for p in spec.phases], "document_order": DOCUMENT_ORDER}
+    blob = json.dumps(canonical_numbers(identity), sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:KEY_LENGTH]
+
+
+@dataclass(frozen=True)
+class PhaseGroup:
+    """Phases trained by one job on one teacher forward per batch (`train.group_size` > 1); `id`
+    names the job (a digest of its keys)."""
+
+    keys: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(" ".join(self.keys).encode()).hexdigest()[:KEY_LENGTH]
+
+
 def canonical_numbers(value):
     """`value` with every integral float written as an int, recursively: `1.0` and `1` (as a YAML
     file may spell a temperature or a weight decay) are the same setting."""
@@ -384,6 +410,15 @@ class PhaseTable:
                 if build is None or run in build:
                     runs[(run, int(seed))] = keys
         return cls(specs, runs, {key: snapshots[key] for key in specs})
+
+    def groups(self, size: int) -> list[PhaseGroup]:
+        """The phases that read one batch stream (`stream_key`), in order of first use, in groups of
+        at most `size`; only groups of two or more (a phase alone keeps its own job)."""
+        streams: dict[str, list[str]] = {}
+        for key, spec in self.specs.items():
+            streams.setdefault(stream_key(spec), []).append(key)
+        chunks = [keys[i:i + size] for keys in streams.values() for i in range(0, len(keys), max(size, 1))]
+        return [PhaseGroup(tuple(chunk)) for chunk in chunks if len(chunk) > 1]
 
     def sharing(self, key: str) -> list[str]:
         """Labels `run seed S phase P` of every run phase that is phase `key`."""

@@ -11,31 +11,40 @@ import math
 import torch
 
 from normgrow.data import Batch
-from normgrow.forward import causal_lm_hidden, distillation_terms, positions_and_labels
+from normgrow.forward import causal_lm_hidden, distillation_terms, positions_and_labels, teacher_hidden_states
 from normgrow.objective import Objective, loss_positions
 
 
 @torch.no_grad()
-def evaluate_student(student, teacher, batches: list[Batch], objective: Objective, chunk: int = 4096,
-                     ranks=None) -> dict[str, float]:
-    """CE, KD, KD soft and PPL of the student on `batches`. With `ranks` (a sharded student), `batches` are
-    this rank's rows of the validation batches (`Ranks.rows`, once per phase) and the sums are
-    combined over ranks. (`no_grad`, not inference mode: FSDP reuses the gathered parameters in
-    training afterwards.)"""
-    was_training = student.training
-    student.eval()
-    ce = kd = kd_soft = count = 0.0
+def evaluate_students(students: list, objectives: list[Objective], teacher, batches: list[Batch], chunk: int = 4096,
+                      ranks=None) -> list[dict[str, float]]:
+    """CE, KD, KD soft and PPL of each student (under its objective) on `batches`, the teacher run once
+    per batch for all of them. With `ranks` (sharded students), `batches` are this rank's rows of the
+    validation batches (`Ranks.rows`, once per phase) and the sums are combined over ranks.
+    (`no_grad`, not inference mode: FSDP reuses the gathered parameters in training afterwards.)"""
+    modes = [student.training for student in students]
+    sums = [[0.0, 0.0, 0.0] for _ in students]
+    count = 0
+    for student in students:
+        student.eval()
     for batch in batches:
-        terms = distillation_terms(student, teacher, batch, objective, chunk, normalizer=1.0)
-        ce += float(terms["ce"])
-        kd += float(terms["kd"])
-        kd_soft += float(terms["kd_soft"])
+        targets = positions_and_labels(batch)
+        teacher_hidden = teacher_hidden_states(teacher, batch, targets[0])
+        for student, objective, total in zip(students, objectives, sums, strict=True):
+            terms = distillation_terms(student, teacher, batch, objective, chunk, normalizer=1.0, targets=targets,
+                                       teacher_hidden=teacher_hidden)
+            for i, key in enumerate(("ce", "kd", "kd_soft")):
+                total[i] += float(terms[key])
         count += int(loss_positions(batch.attention_mask).sum())
-    if ranks:
-        ce, kd, kd_soft, count = ranks.sum(ce, kd, kd_soft, count)
-    student.train(was_training)
-    return {"ce": ce / count, "kd": kd / count, "kd_soft": kd_soft / count, "ppl": math.exp(ce / count),
-            "positions": int(count)}
+    results = []
+    for student, mode, (ce, kd, kd_soft) in zip(students, modes, sums, strict=True):
+        n = count
+        if ranks:
+            ce, kd, kd_soft, n = ranks.sum(ce, kd, kd_soft, count)
+        student.train(mode)
+        results.append({"ce": ce / n, "kd": kd / n, "kd_soft": kd_soft / n, "ppl": math.exp(ce / n),
+                        "positions": int(n)})
+    return results
 
 
 @torch.inference_mode()

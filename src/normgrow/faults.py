@@ -1,6 +1,7 @@
 """Faults injected into a training phase, for the reliability tests only.
 
-`NORMGROW_FAULT=kind@N` asks for one fault at update N of every phase the process trains:
+`NORMGROW_FAULT=kind@N` asks for one fault at update N of every phase the process trains
+(`kind@N:KEY` only of the phase whose key starts with KEY, e.g. one student of a group):
 - `nan@N`: the loss of update N is NaN (the phase must stop without touching its saved states);
 - `term@N`: the process sends itself SIGTERM after update N (preemption: save a state, exit 143);
 - `kill@N`: the process is killed with SIGKILL after update N and any state it saves there
@@ -24,15 +25,22 @@ KINDS = ("nan", "term", "kill")
 class Faults:
     kind: str | None = None
     step: int = 0
+    key: str = ""
 
     @classmethod
     def from_environment(cls) -> Faults:
-        kind, _, step = os.environ.get("NORMGROW_FAULT", "").partition("@")
+        value = os.environ.get("NORMGROW_FAULT", "")
+        kind, _, rest = value.partition("@")
+        step, _, key = rest.partition(":")
         if not kind:
             return cls()
         if kind not in KINDS or not step.isdigit():
-            raise ValueError(f"NORMGROW_FAULT={kind}@{step}: expected one of {', '.join(KINDS)} followed by @N")
-        return cls(kind, int(step))
+            raise ValueError(f"NORMGROW_FAULT={value}: expected one of {', '.join(KINDS)} followed by @N[:KEY]")
+        return cls(kind, int(step), key)
+
+    def for_phase(self, key: str) -> Faults:
+        """The faults of the phase `key`: these, or none if they name another phase."""
+        return self if key.startswith(self.key) else Faults()
 
     def _at(self, kind: str, step: int) -> bool:
         return self.kind == kind and self.step == step

@@ -38,10 +38,19 @@ def causal_lm_logits(model, batch: Batch, positions: torch.Tensor) -> torch.Tens
     return model.get_output_embeddings()(causal_lm_hidden(model, batch, positions))
 
 
+def teacher_hidden_states(teacher, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
+    """The frozen teacher's final hidden states at the loss positions, under inference mode: what
+    every student reading `batch` distils from (computed once per batch for a group of students)."""
+    with torch.inference_mode():
+        return causal_lm_hidden(teacher, batch, positions)
+
+
 def distillation_terms(student, teacher, batch: Batch, objective, chunk: int, normalizer: float | None = None,
-                       targets: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
-    """The objective's terms on one batch: the teacher runs once under inference mode, and KD + CE
-    are computed chunk by chunk, fused with both LM heads (no full-vocabulary logits tensor).
+                       targets: tuple[torch.Tensor, torch.Tensor] | None = None,
+                       teacher_hidden: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """The objective's terms on one batch: the teacher runs once under inference mode (unless its
+    `teacher_hidden_states` are given), and KD + CE are computed chunk by chunk, fused with both LM
+    heads (no full-vocabulary logits tensor).
 
     The loss runs inside the student's forward (`loss=`), where a sharded student's head is
     gathered. Terms are means over the batch's loss positions, or sums divided by `normalizer`.
@@ -49,8 +58,8 @@ def distillation_terms(student, teacher, batch: Batch, objective, chunk: int, no
     from normgrow.objective import fused_objective
 
     positions, labels = targets if targets is not None else positions_and_labels(batch)
-    with torch.inference_mode():
-        teacher_hidden = causal_lm_hidden(teacher, batch, positions)
+    if teacher_hidden is None:
+        teacher_hidden = teacher_hidden_states(teacher, batch, positions)
     teacher_weight = teacher.get_output_embeddings().weight
 
     def loss(hidden, weight):

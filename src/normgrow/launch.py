@@ -1,12 +1,13 @@
-"""How a training phase starts: in the job's own process, or under torchrun.
+"""How a training job starts — one phase, or a group of phases on one teacher forward per batch
+(normgrow.trainer.train_phases) — in the job's own process, or under torchrun.
 
-- one rank on one node: `train_phase` in this process (a world of one; the embedded default, one GPU);
+- one rank on one node: `train_phases` in this process (a world of one; the embedded default, one GPU);
 - several ranks on one node: `torchrun --standalone --nproc_per_node R`;
 - several nodes (a SLURM allocation with `nodes > 1`): `srun` starts one torchrun per node, which
   meet through a c10d rendezvous on the allocation's first node.
 
-Every rank runs `python -m normgrow.cli train-phase` with the same phase spec (a JSON file next to
-the phase's outputs). SIGTERM to the job (preemption) is forwarded to torchrun, which forwards it to
+Every rank runs `python -m normgrow.cli train-phase --tasks FILE` with the same tasks (a JSON file
+next to the first phase's outputs). SIGTERM to the job (preemption) is forwarded to torchrun, which forwards it to
 the ranks; they agree on it, save a resume state, and the job exits with 143.
 """
 
@@ -22,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from normgrow.curriculum import Execution, PhaseSpec
-from normgrow.trainer import Preempted, train_phase
+from normgrow.trainer import PhaseTask, Preempted, train_phases
 
 RENDEZVOUS_PORT = 29500
 
@@ -52,25 +53,24 @@ def read_phase_arguments(path: Path) -> tuple[PhaseSpec, Execution]:
     return PhaseSpec.from_json(data["spec"]), Execution.from_json(data["execution"])
 
 
-def launch_phase(spec: PhaseSpec, execution: Execution, teacher: str, tokens: Path, previous: Path | None,
-                 out: Path, log, ranks_per_node: int = 1, nodes: int = 1) -> int:
-    """Train one phase with `ranks_per_node × nodes` ranks; return the exit status (143: preempted,
-    resume by rerunning)."""
+def launch_phases(tasks: list[PhaseTask], teacher: str, tokens: Path, log, ranks_per_node: int = 1,
+                  nodes: int = 1) -> int:
+    """Train one phase, or a group on one teacher forward per batch, with `ranks_per_node × nodes`
+    ranks; return the exit status (143: preempted, resume by rerunning)."""
     print(f"{ranks_per_node} rank(s) per node on {nodes} node(s); "
           f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}", file=log, flush=True)
     if ranks_per_node == 1 and nodes == 1:
         try:
-            train_phase(spec, execution, teacher, tokens, previous, out, log)
+            train_phases(tasks, teacher, tokens, log)
         except Preempted as stop:
             print(stop, file=log, flush=True)
             return Preempted.exit_code
         return 0
+    out = tasks[0].out
     out.mkdir(parents=True, exist_ok=True)
-    spec_path = out / ".spec.json"
-    spec_path.write_text(json.dumps(phase_arguments(spec, execution)))
-    args = ["--spec", str(spec_path), "--teacher", str(teacher), "--tokens", str(tokens), "--out", str(out)]
-    if previous is not None:
-        args += ["--previous", str(previous)]
+    spec_path = out / ".tasks.json"
+    spec_path.write_text(json.dumps([task.to_json() for task in tasks]))
+    args = ["--tasks", str(spec_path), "--teacher", str(teacher), "--tokens", str(tokens)]
     command = torchrun_command(ranks_per_node, nodes, args)
     print("launching:", " ".join(command), file=log, flush=True)
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

@@ -99,10 +99,13 @@ class ResumeStore:
                 shutil.rmtree(old.with_suffix(""), ignore_errors=True)
         self.ranks.barrier()
 
-    def _verified(self) -> tuple[Path | None, str | None]:
-        """(newest verified state directory or None, error message if states exist but none verifies)."""
+    def _verified(self, at_most: int | None = None) -> tuple[Path | None, str | None]:
+        """(newest verified state directory — at update `at_most` or before, if given — or None, error
+        message if states exist but none verifies)."""
         problems = []
         for manifest_path in self._manifests():
+            if at_most is not None and int(manifest_path.stem.split("-")[1]) > at_most:
+                continue
             try:
                 manifest = json.loads(manifest_path.read_text())
                 if manifest["spec"] != self.spec_hash:
@@ -122,11 +125,20 @@ class ResumeStore:
                           f". Delete {self.directory} to restart the phase from its beginning.")
         return None, None
 
-    def load_latest(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict | None:
-        """Load the newest verified state into `model` and `optimizer`, restore the RNG states and
-        return its `progress`; None if there is none; CorruptStateError if states exist but none
-        verifies. Rank 0 verifies; every rank loads its shards."""
+    def latest_step(self) -> int | None:
+        """The update of the newest verified state, or None (a collective, like `load_latest`)."""
         directory, error = self.ranks.broadcast(self._verified() if self.ranks.main else None)
+        if error:
+            raise CorruptStateError(error)
+        return None if directory is None else int(directory.name.split("-")[1])
+
+    def load_latest(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    at_most: int | None = None) -> dict | None:
+        """Load the newest verified state (at update `at_most` or before, if given) into `model` and
+        `optimizer`, restore the RNG states and return its `progress`; None if there is none;
+        CorruptStateError if states exist but none verifies. Rank 0 verifies; every rank loads its
+        shards."""
+        directory, error = self.ranks.broadcast(self._verified(at_most) if self.ranks.main else None)
         if error:
             raise CorruptStateError(error)
         if directory is None:

@@ -19,6 +19,12 @@ continues from the newest verified one when rerun; SIGTERM (preemption) saves a 
 with `Preempted`; a non-finite loss or gradient stops the phase without touching the saved states;
 the declared outputs are written only at the end, each atomically.
 
+Groups: phases that read the same batch stream (normgrow.curriculum.stream_key: same seed, data
+history, batch size, budget and teacher) can train side by side in one job (`train_phases`): each
+batch's teacher forward runs once and every student steps on it, each with its own optimizer,
+schedule, RNG states, resume states and outputs, so that a student's outputs are bit-identical
+whether its phase trains alone or in a group (a phase alone is a group of one: one code path).
+
 One update is `training_step`, which the benchmark (benchmarks/distill_step.py) and the memory
 trace (normgrow.trace) call too. Tests inject faults through `normgrow.faults`.
 """
@@ -33,6 +39,7 @@ import os
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -41,14 +48,14 @@ from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
 from normgrow.checkpoint import atomic_write, load_student, read_json, save_student, write_json
-from normgrow.curriculum import DataState, Execution, PhaseSpec, Training, snapshot_steps
+from normgrow.curriculum import DataState, Execution, PhaseSpec, Training, snapshot_steps, stream_key
 from normgrow.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.distributed import Ranks, process_group, shard_student
-from normgrow.evaluate import evaluate_student
+from normgrow.evaluate import evaluate_students
 from normgrow.faults import Faults
-from normgrow.forward import distillation_terms
+from normgrow.forward import distillation_terms, positions_and_labels, teacher_hidden_states
 from normgrow.objective import Objective, loss_positions
-from normgrow.resume import ResumeStore, seed_all
+from normgrow.resume import ResumeStore, rng_state, seed_all, set_rng_state
 from normgrow.student import BlockStackStudent
 from normgrow.teacher import load_teacher
 from normgrow.tracking import Tracker
@@ -93,6 +100,31 @@ class SigtermFlag:
         signal.signal(signal.SIGTERM, self.previous)
 
 
+@dataclass(frozen=True)
+class PhaseTask:
+    """One phase a job trains: its spec, its execution settings, the previous phase's output
+    directory (None at phase 0) and its own output directory."""
+
+    spec: PhaseSpec
+    execution: Execution
+    previous: Path | None
+    out: Path
+
+    def to_json(self) -> dict:
+        return {"spec": self.spec.to_json(), "execution": asdict(self.execution),
+                "previous": None if self.previous is None else str(self.previous), "out": str(self.out)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> PhaseTask:
+        return cls(PhaseSpec.from_json(data["spec"]), Execution.from_json(data["execution"]),
+                   None if data["previous"] is None else Path(data["previous"]), Path(data["out"]))
+
+
+class GroupFailed(RuntimeError):
+    """Students of a group failed; the others finished and kept a final resume state, so rerunning
+    the group writes their outputs without training them again."""
+
+
 def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path, previous: Path | None,
                 out: Path, log=sys.stderr) -> dict:
     """Train the phase `spec` (the last of its phases) from the previous phase's outputs in
@@ -100,10 +132,37 @@ def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens
     `out`. Resumes from `out/resume/` if a verified state of the same spec is there. Runs in this
     process, or on every rank of a torchrun launch (normgrow.launch), with the student sharded by
     FSDP2 (normgrow.distributed). Returns the state."""
+    return train_phases([PhaseTask(spec, execution, previous, Path(out))], teacher_path, tokens_dir, log)[0]
+
+
+def train_phases(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, log=sys.stderr) -> list[dict]:
+    """Train phases that read one batch stream side by side on one teacher forward per batch (a
+    group; `train_phase` is a group of one); returns their states in order. Refused unless every
+    phase reads the same stream and runs under the same threads and state interval."""
+    check_group(tasks)
     with process_group() as ranks:
-        trainer = PhaseTrainer(spec, execution, teacher_path, Path(tokens_dir), previous, Path(out), ranks,
-                               log if ranks.main else open(os.devnull, "w"))
+        torch.set_num_threads(tasks[0].execution.threads)
+        spec = tasks[0].spec
+        teacher = load_teacher(teacher_path, spec.teacher_dtype, spec.student["attn_implementation"])
+        teacher.to(ranks.device)
+        trainer = GroupTrainer(tasks, teacher, Path(tokens_dir), ranks, log if ranks.main else open(os.devnull, "w"))
         return trainer.run()
+
+
+def check_group(tasks: list[PhaseTask]) -> None:
+    """A group's phases read one batch stream (normgrow.curriculum.stream_key), are distinct, and share
+    the execution settings every student of one loop follows."""
+    if not tasks:
+        raise ValueError("a group needs at least one phase")
+    streams = {stream_key(task.spec) for task in tasks}
+    if len(streams) > 1:
+        raise ValueError("these phases read different batch streams and cannot share teacher forwards: " +
+                         ", ".join(task.spec.describe() for task in tasks))
+    if len({task.spec.key for task in tasks}) < len(tasks) or len({task.out for task in tasks}) < len(tasks):
+        raise ValueError("a group lists one phase or output directory twice")
+    shared = {(t.execution.threads, t.execution.state_every, t.execution.loss_chunk) for t in tasks}
+    if len(shared) > 1:
+        raise ValueError("a group's phases must share threads, train.state_every and train.loss_chunk")
 
 
 @dataclass
@@ -130,26 +189,133 @@ class TrainState:
         return cls(**{**saved, "data": DataState(**saved["data"])})
 
 
-class PhaseTrainer:
-    """One phase on this rank, split into named steps (as torchtitan splits its trainer): the
-    constructor sets up the models (`build_models`), the optimizer, the data and the train state
-    (`load_state`: the newest resume state, or a fresh start); `run` calls `update` for every update,
-    `evaluate` and `save_state` when due, and `finish`, which writes the phase's outputs."""
+class GroupTrainer:
+    """Phases of one batch stream on this rank, in lockstep: the constructor sets up every student
+    (`PhaseTrainer`) and resumes them at one update (`resume_together`); `run` draws each batch,
+    runs the teacher on it once and steps every student on it (`step`), evaluates and saves states
+    when due, and finishes every phase.
 
-    def __init__(self, spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path,
-                 previous: Path | None, out: Path, ranks: Ranks, log):
-        self.spec, self.execution, self.out, self.ranks, self.log = spec, execution, out, ranks, log
+    A student whose update fails (a non-finite loss) leaves the group with an error naming it; the
+    others train to the end and save a final resume state before the job fails (`GroupFailed`)."""
+
+    def __init__(self, tasks: list[PhaseTask], teacher, tokens_dir: Path, ranks: Ranks, log):
+        self.teacher, self.ranks, self.log = teacher, ranks, log
+        self.members = [PhaseTrainer(task, teacher, tokens_dir, ranks, log) for task in tasks]
+        first = self.members[0]
+        self.steps, self.eval_every = first.spec.phase.steps, first.spec.training.eval_every
+        self.state_every, self.pad_id, self.valid = first.execution.state_every, first.pad_id, first.valid
+        self.grouped = len(tasks) > 1
+        self.faults = Faults.from_environment()
+        self.failures: list[str] = []
+        self.resume_together()
+
+    def resume_together(self) -> None:
+        """Load every student's newest state, at one update: a student that finished in an earlier
+        job (its final state) stays finished; the others resume at the newest update all of them have
+        a state for (a job killed between two students' saves leaves them one state apart)."""
+        latest = [member.resume.latest_step() or 0 for member in self.members]
+        unfinished = [step for step in latest if step < self.steps]
+        common = min(unfinished, default=self.steps)
+        for member, step in zip(self.members, latest, strict=True):
+            member.load_state(self.steps if step == self.steps else common)
+        if self.grouped:
+            print(f"group of {len(self.members)} students on one teacher forward per batch: " +
+                  ", ".join(m.label for m in self.members), file=self.log, flush=True)
+
+    def run(self) -> list[dict]:
+        live = [m for m in self.members if m.state.step < self.steps]
+        start = min((m.state.step for m in live), default=self.steps)
+        sigterm = SigtermFlag()
+        label = self.members[0].label if not self.grouped else f"group of {len(self.members)}"
+        progress = tqdm(range(start + 1, self.steps + 1), desc=label, mininterval=5, file=self.log, initial=start,
+                        total=self.steps, disable=not self.ranks.main)
+        try:
+            for t in progress:
+                live = self.step(t, live)
+                if live:
+                    row = live[0].state.train_rows[-1]
+                    progress.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.1e}", refresh=False)
+                if t % self.eval_every == 0 or t == self.steps:
+                    self.evaluate(t, live)
+                self.faults.after_update(t)
+                preempted = self.ranks.any(sigterm.requested)
+                if preempted or (t % self.state_every == 0 and t < self.steps):
+                    for member in live:
+                        member.save_state()
+                if preempted:
+                    raise Preempted(f"{label}: SIGTERM at update {t}; states saved in " +
+                                    ", ".join(str(m.out / "resume") for m in live) + "; rerun to resume")
+                self.faults.after_state(t)
+            if self.grouped:  # finished work survives a sibling's failure or a kill before every output is written
+                for member in live:
+                    member.save_state()
+        finally:
+            sigterm.restore()
+            for member in self.members:
+                member.tracker.finish()
+        if self.failures:
+            raise GroupFailed("; ".join(self.failures) + ". The other students of the group finished and kept a final "
+                              "resume state: rerunning the group writes their outputs without training them again.")
+        states = [member.finish() for member in self.members]
+        for member in self.members:
+            member.resume.clear()
+        self.ranks.barrier()
+        return states
+
+    def step(self, t: int, live: list[PhaseTrainer]) -> list[PhaseTrainer]:
+        """Update `t` of every live student on one batch and one teacher forward; returns the students
+        still live (a failed one is reported and dropped)."""
+        batches = [member.next_batch() for member in live]
+        batch = batches[0]
+        for member, other in zip(live, batches, strict=True):
+            if not torch.equal(other.input_ids, batch.input_ids):
+                raise RuntimeError(f"{member.label} read another batch than {live[0].label} at update {t}: "
+                                   "its phase does not belong to this group")
+        rows = self.ranks.rows(batch, self.pad_id)
+        targets = positions_and_labels(rows)
+        teacher_hidden = teacher_hidden_states(self.teacher, rows, targets[0])
+        normalizer = int(loss_positions(batch.attention_mask).sum())
+        still = []
+        for member in live:
+            try:
+                member.update(t, batch, rows, targets, teacher_hidden, normalizer)
+                still.append(member)
+            except FloatingPointError as error:
+                if not self.grouped:
+                    raise
+                print(f"{error}; the group continues without it", file=self.log, flush=True)
+                self.failures.append(str(error))
+        return still
+
+    def evaluate(self, t: int, live: list[PhaseTrainer]) -> None:
+        metrics = evaluate_students([m.student for m in live], [m.objective for m in live], self.teacher, self.valid,
+                                    live[0].execution.loss_chunk if live else 0, self.ranks) if live else []
+        for member, result in zip(live, metrics, strict=True):
+            member.record_evaluation(t, result)
+
+
+class PhaseTrainer:
+    """One student's phase on this rank, split into named steps (as torchtitan splits its trainer): the
+    constructor sets up the student (`build_student`), the optimizer, the data and the tracker;
+    `load_state` resumes it; `update` makes one update on a batch whose teacher states are given,
+    `record_evaluation` and `save_state` keep its metrics and states, and `finish` writes the phase's
+    outputs. Its RNG states are its own (`own_rng`): a student draws the same numbers alone or in a
+    group."""
+
+    def __init__(self, task: PhaseTask, teacher, tokens_dir: Path, ranks: Ranks, log):
+        spec, execution = task.spec, task.execution
+        self.spec, self.execution, self.out, self.ranks, self.log = spec, execution, task.out, ranks, log
+        self.teacher = teacher
         self.start_time = time.time()
-        torch.set_num_threads(execution.threads)
         training = spec.training
         if training.batch_size % ranks.world:
             raise ValueError(f"train.batch_size ({training.batch_size}) must be a multiple of the number of ranks "
                              f"({ranks.world}) so that every rank trains on equal shares of the global batch")
         seed_all(spec.seed * 1000 + spec.index)
-        out.mkdir(parents=True, exist_ok=True)
+        self.out.mkdir(parents=True, exist_ok=True)
         self.label = spec.describe()
         self.pad_id = json.loads((tokens_dir / "meta.json").read_text())["boundary_id"]
-        self.teacher, self.student, self.before = build_models(spec, execution, teacher_path, previous, ranks)
+        self.student, self.before = build_student(spec, execution, teacher, task.previous, ranks)
         self.optimizer = build_optimizer(self.student, training)
         self.objective = Objective(**spec.objective)
         valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), training.batch_size, self.pad_id)
@@ -158,67 +324,56 @@ class PhaseTrainer:
         self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.start_data, spec.shard_docs,
                                         training.batch_size, self.pad_id, spec.seed)
         self.layers = spec.phase.active_blocks * spec.student["layers_per_block"]
-        self.resume = ResumeStore(out / "resume", {"key": spec.key, "snapshots": execution.snapshots}, ranks, log=log)
+        self.resume = ResumeStore(self.out / "resume", {"key": spec.key, "snapshots": execution.snapshots}, ranks,
+                                  log=log)
         self.snapshots = set(snapshot_steps(spec.phase.steps, execution.snapshots))
-        self.faults = Faults.from_environment()
-        self.state = self.load_state()
-        self.tracker = Tracker(execution.tracking, {"spec": spec.to_json(), "execution": asdict(execution)},
-                               ranks.main, ranks.device, first_step=self.before["global_step"] + self.state.step + 1)
+        self.faults = Faults.from_environment().for_phase(spec.key)
+        self.rng = rng_state()
+        self.state = TrainState.start(self.start_data)
 
-    def load_state(self) -> TrainState:
-        """The newest verified resume state (weights, optimizer and RNGs loaded in place), or a fresh start."""
-        saved = self.resume.load_latest(self.student, self.optimizer)
-        if saved is None:
-            return TrainState.start(self.start_data)
-        state = TrainState.from_json(saved)
-        self.batches.state = state.data
-        print(f"{self.label}: resumed from the state at update {state.step}", file=self.log, flush=True)
-        return state
+    @contextmanager
+    def own_rng(self):
+        """Run with this student's RNG states, and keep what it drew."""
+        set_rng_state(self.rng)
+        try:
+            yield
+        finally:
+            self.rng = rng_state()
+
+    def load_state(self, at_most: int) -> None:
+        """Resume from the newest verified state at update `at_most` or before (weights, optimizer and
+        RNGs loaded in place), if any; then start the tracker at the next update."""
+        with self.own_rng():
+            saved = self.resume.load_latest(self.student, self.optimizer, at_most=at_most)
+        if saved is not None:
+            self.state = TrainState.from_json(saved)
+            self.batches.state = self.state.data
+            print(f"{self.label}: resumed from the state at update {self.state.step}", file=self.log, flush=True)
+        attached = {"spec": self.spec.to_json(), "execution": asdict(self.execution)}
+        self.tracker = Tracker(self.execution.tracking, attached, self.ranks.main, self.ranks.device,
+                               first_step=self.before["global_step"] + self.state.step + 1)
 
     def save_state(self) -> None:
         self.state.data = self.batches.state
-        self.resume.save(self.state.step, self.student, self.optimizer, self.state.to_json())
+        with self.own_rng():
+            self.resume.save(self.state.step, self.student, self.optimizer, self.state.to_json())
 
-    def run(self) -> dict:
-        phase = self.spec.phase
-        sigterm = SigtermFlag()
-        progress = tqdm(range(self.state.step + 1, phase.steps + 1), desc=self.label, mininterval=5, file=self.log,
-                        initial=self.state.step, total=phase.steps, disable=not self.ranks.main)
-        try:
-            for t in progress:
-                row = self.update(t)
-                self.tracker.log_update(row, row["global_step"])
-                progress.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.1e}", refresh=False)
-                if t in self.snapshots and t < phase.steps:
-                    save_student(self.student, self.resume.directory / "snapshots" /
-                                 f"step{row['global_step']}.safetensors")
-                if t % self.spec.training.eval_every == 0 or t == phase.steps:
-                    self.evaluate(t, row["global_step"])
-                self.faults.after_update(t)
-                preempted = self.ranks.any(sigterm.requested)
-                if preempted or (t % self.execution.state_every == 0 and t < phase.steps):
-                    self.save_state()
-                if preempted:
-                    raise Preempted(f"{self.label}: SIGTERM at update {t}; state saved in {self.out / 'resume'}; "
-                                    "rerun the phase to resume")
-                self.faults.after_state(t)
-        finally:
-            sigterm.restore()
-            self.tracker.finish()
-        return self.finish()
+    def next_batch(self) -> Batch:
+        return self.batches.next_batch()
 
-    def update(self, t: int) -> dict:
-        """Update `t`: its LR, the next batch, `training_step`, the NaN guard, the counters; returns its row."""
+    def update(self, t: int, batch: Batch, rows: Batch, targets: tuple[torch.Tensor, torch.Tensor],
+               teacher_hidden: torch.Tensor, normalizer: int) -> dict:
+        """Update `t` on `batch` (this rank's `rows`, their `targets` and the teacher's hidden states
+        there): its LR, `training_step`, the NaN guard, the counters, the snapshot; returns its row."""
         training, label = self.spec.training, self.label
         lr = self.spec.phase.lr(t, training)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.set_gate(t)
-        batch = self.batches.next_batch()
-        terms = training_step(self.student, self.teacher, self.optimizer, self.ranks.rows(batch, self.pad_id),
-                              self.objective, training.grad_clip, self.execution.loss_chunk, self.ranks.world,
-                              normalizer=int(loss_positions(batch.attention_mask).sum()),
-                              loss_hook=functools.partial(self.faults.loss, t))
+        with self.own_rng():
+            terms = training_step(self.student, self.teacher, self.optimizer, rows, self.objective, training.grad_clip,
+                                  self.execution.loss_chunk, self.ranks.world, normalizer=normalizer, targets=targets,
+                                  loss_hook=functools.partial(self.faults.loss, t), teacher_hidden=teacher_hidden)
         loss, ce, kd, kd_soft = self.ranks.sum(*(terms[k] for k in ("total", "ce", "kd", "kd_soft")))
         grad_norm = float(terms["grad_norm"])  # global: the same on every rank
         if not (math.isfinite(loss) and math.isfinite(grad_norm)):
@@ -232,6 +387,9 @@ class PhaseTrainer:
         row = {"step": t, "global_step": self.before["global_step"] + t, "loss": loss, "ce": ce, "kd": kd,
                "kd_soft": kd_soft, "lr": lr, "grad_norm": grad_norm, "tokens": batch.tokens}
         self.state.train_rows.append(row)
+        self.tracker.log_update(row, row["global_step"])
+        if t in self.snapshots and t < self.spec.phase.steps:
+            save_student(self.student, self.resume.directory / "snapshots" / f"step{row['global_step']}.safetensors")
         return row
 
     def set_gate(self, t: int) -> None:
@@ -239,9 +397,8 @@ class PhaseTrainer:
         c = self.spec.phase.growth.gate(t)
         self.student.gate = None if c is None else (self.spec.phase.appended[0], c)
 
-    def evaluate(self, t: int, global_step: int) -> None:
-        metrics = evaluate_student(self.student, self.teacher, self.valid, self.objective, self.execution.loss_chunk,
-                                   self.ranks)
+    def record_evaluation(self, t: int, metrics: dict) -> None:
+        global_step = self.before["global_step"] + t
         row = {"step": t, "global_step": global_step, "ce": metrics["ce"], "kd": metrics["kd"],
                "kd_soft": metrics["kd_soft"], "ppl": metrics["ppl"]}
         self.state.eval_rows.append(row)
@@ -250,7 +407,8 @@ class PhaseTrainer:
               f"PPL {metrics['ppl']:.2f}", file=self.log, flush=True)
 
     def finish(self) -> dict:
-        """The phase's outputs (weights, state.json, train.csv, eval.csv, snapshots); returns the state."""
+        """The phase's outputs (weights, state.json, train.csv, eval.csv, snapshots); returns the state.
+        The resume states are cleared by the group once every phase has finished."""
         spec, phase, before, counters = self.spec, self.spec.phase, self.before, self.state.counters
         counters["unique_tokens"] = self.batches.unique_tokens(self.start_data, self.batches.state)
         state = {
@@ -266,18 +424,14 @@ class PhaseTrainer:
         if self.ranks.main:
             write_outputs(self.out, state, self.state.train_rows, self.state.eval_rows,
                           self.resume.directory / "snapshots", phase.steps in self.snapshots)
-        self.resume.clear()
-        self.ranks.barrier()
         return state
 
 
-def build_models(spec: PhaseSpec, execution: Execution, teacher_path: str, previous: Path | None,
-                 ranks: Ranks) -> tuple[torch.nn.Module, BlockStackStudent, dict]:
-    """The frozen teacher on this rank's device, and the student as this phase trains it: built from
-    the teacher, the previous phase's weights loaded, its blocks activated and marked trainable,
-    compiled if asked, sharded. Also the previous phase's state (at phase 0, a fresh run's)."""
-    teacher = load_teacher(teacher_path, spec.teacher_dtype, spec.student["attn_implementation"])
-    teacher.to(ranks.device)
+def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Module, previous: Path | None,
+                  ranks: Ranks) -> tuple[BlockStackStudent, dict]:
+    """The student as this phase trains it: built from the teacher, the previous phase's weights
+    loaded, its blocks activated and marked trainable, compiled if asked, sharded. Also the previous
+    phase's state (at phase 0, a fresh run's)."""
     s, phase = spec.student, spec.phase
     student = BlockStackStudent.from_teacher(teacher, spec.placement, s["blocks"], s["layers_per_block"],
                                              spec.seed, s["attn_implementation"])
@@ -294,28 +448,32 @@ def build_models(spec: PhaseSpec, execution: Execution, teacher_path: str, previ
     if execution.compile:  # slow first compile; off by default
         student.compile_layers()
     shard_student(student, ranks, spec.training.precision)
-    return teacher, student, before
+    return student, before
 
 
 def training_step(student, teacher, optimizer: torch.optim.Optimizer, rows: Batch, objective: Objective,
                   grad_clip: float, loss_chunk: int, world: int, normalizer: int,
-                  targets: tuple[torch.Tensor, torch.Tensor] | None = None, loss_hook=None) -> dict[str, torch.Tensor]:
+                  targets: tuple[torch.Tensor, torch.Tensor] | None = None, loss_hook=None,
+                  teacher_hidden: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """One update on this rank's `rows` of the global batch: `backward_step`, then `optimizer_step`.
 
     Returns this rank's detached terms and the global gradient norm before clipping, as tensors: the
     caller reads them (a host sync) and stops on a non-finite value; the update is already applied
     then, but a phase that stops saves nothing, so its last good resume state stays."""
-    terms = backward_step(student, teacher, rows, objective, loss_chunk, world, normalizer, targets, loss_hook)
+    terms = backward_step(student, teacher, rows, objective, loss_chunk, world, normalizer, targets, loss_hook,
+                          teacher_hidden)
     return {**terms, "grad_norm": optimizer_step(optimizer, grad_clip)}
 
 
 def backward_step(student, teacher, rows: Batch, objective: Objective, loss_chunk: int, world: int, normalizer: int,
-                  targets: tuple[torch.Tensor, torch.Tensor] | None = None, loss_hook=None) -> dict[str, torch.Tensor]:
-    """Teacher forward, student forward with the fused KD + CE (sums divided by `normalizer`, the
-    global batch's loss positions) and backward. `loss_hook` may replace the loss before backward
-    (fault injection); `targets` are the rows' `positions_and_labels`, if already computed. Returns
-    the detached terms."""
-    terms = distillation_terms(student, teacher, rows, objective, loss_chunk, normalizer=normalizer, targets=targets)
+                  targets: tuple[torch.Tensor, torch.Tensor] | None = None, loss_hook=None,
+                  teacher_hidden: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Teacher forward (unless its `teacher_hidden` states are given), student forward with the fused
+    KD + CE (sums divided by `normalizer`, the global batch's loss positions) and backward.
+    `loss_hook` may replace the loss before backward (fault injection); `targets` are the rows'
+    `positions_and_labels`, if already computed. Returns the detached terms."""
+    terms = distillation_terms(student, teacher, rows, objective, loss_chunk, normalizer=normalizer, targets=targets,
+                               teacher_hidden=teacher_hidden)
     total = loss_hook(terms["total"]) if loss_hook else terms["total"]
     (total * world).backward()  # FSDP averages gradients over the ranks
     return {**{k: v.detach() for k, v in terms.items()}, "total": total.detach()}

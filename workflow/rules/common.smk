@@ -41,17 +41,22 @@ def teacher_param(wildcards, input):
     return config["teacher"]["name"] or input.teacher[0]
 
 
-def previous_phase(wildcards):
-    """A phase starts from the outputs of the phase before it in its curriculum."""
-    previous = PHASES.specs[wildcards.key].previous
-    if previous is None:
-        return []
-    folder = PHASE_DIR.format(key=previous.key)
-    return [f"{folder}/student.safetensors", f"{folder}/state.json"]
+# Phases that read one batch stream train in one job when resources.train.group_size > 1 (train.smk).
+GROUPS = PHASES.groups(config["resources"]["train"]["group_size"])
+GROUPED = [key for group in GROUPS for key in group.keys]
 
 
-def previous_phase_dir(wildcards, input):
-    return os.path.dirname(input.previous[0]) if input.previous else None
+def phase_outputs(key):
+    """A phase's declared outputs (its snapshots: a directory)."""
+    folder = PHASE_DIR.format(key=key)
+    return [f"{folder}/student.safetensors", f"{folder}/state.json", f"{folder}/train.csv", f"{folder}/eval.csv",
+            directory(f"{folder}/snapshots")]
+
+
+def previous_files(key):
+    """The outputs of the phase a phase starts from (none at phase 0)."""
+    previous = PHASES.specs[key].previous
+    return [] if previous is None else phase_outputs(previous.key)[:2]
 
 
 def run_phase_files(wildcards, name="state.json"):

@@ -2,9 +2,13 @@
 # every run whose curriculum starts with it reads it there. Only the key (what determines the result)
 # and the snapshots kept are tracked: execution settings (threads, ranks, train.state_every,
 # train.loss_chunk, ...) are read from the config by the job and rerun nothing.
+#
+# Phases that read one batch stream (normgrow.curriculum.stream_key) train side by side in one job
+# when resources.train.group_size > 1: one teacher forward per batch for all of them (a rule
+# train_group_{id} per group, below). Their outputs are bit-identical either way.
 rule train_phase:
     input:
-        previous=previous_phase,
+        previous=lambda wildcards: previous_files(wildcards.key),
         teacher=teacher_input(),
         teacher_check="results/teacher/check.json",
         tokens="results/data/tokens",
@@ -14,11 +18,14 @@ rule train_phase:
         train="results/phases/{key}/train.csv",
         eval="results/phases/{key}/eval.csv",
         snapshots=directory("results/phases/{key}/snapshots"),
+    wildcard_constraints:
+        # a grouped phase is made by its group's rule
+        key=f"(?!{'|'.join(GROUPED)})[0-9a-f]{{16}}" if GROUPED else "[0-9a-f]{16}",
     params:
-        spec=lambda wildcards: PHASES.specs[wildcards.key],  # an object: not a rerun trigger (the key is)
-        snapshots=lambda wildcards: PHASES.snapshots[wildcards.key],
+        phases=lambda wildcards: [wildcards.key],
+        snapshots=lambda wildcards: PHASES.snapshots[wildcards.key],  # tracked: a rerun trigger
         teacher=teacher_param,
-        previous=previous_phase_dir,
+        phase_dir=lambda wildcards: PHASE_DIR,  # a function: a string would be formatted with wildcards
     threads: config["threads"]
     retries: 3  # a preempted or killed phase resumes from its newest state; no other rule retries
     log:
@@ -31,6 +38,37 @@ rule train_phase:
         "../../envs/normgrow.yaml"
     script:
         "../scripts/train_phase.py"
+
+
+for group in GROUPS:
+
+    rule:
+        name:
+            f"train_group_{group.id}"
+        input:
+            previous=sorted({f for key in group.keys for f in previous_files(key)}),
+            teacher=teacher_input(),
+            teacher_check="results/teacher/check.json",
+            tokens="results/data/tokens",
+        output:
+            [path for key in group.keys for path in phase_outputs(key)],
+        params:
+            phases=list(group.keys),
+            snapshots=[PHASES.snapshots[key] for key in group.keys],  # tracked: a rerun trigger
+            teacher=teacher_param,
+            phase_dir=lambda wildcards: PHASE_DIR,
+        threads: config["threads"]
+        retries: 3
+        log:
+            f"logs/groups/{group.id}.log",
+        benchmark:
+            f"logs/benchmarks/groups/{group.id}.tsv"
+        resources:
+            **job_resources(config, "train", students=len(group.keys)),
+        conda:
+            "../../envs/normgrow.yaml"
+        script:
+            "../scripts/train_phase.py"
 
 
 # A run's view of its phases: an index (phases.json) naming each phase's directory results/phases/{key}.

@@ -1,0 +1,216 @@
+"""Phases that read one batch stream, trained side by side on one teacher forward per batch
+(normgrow.trainer.train_phases): every student's outputs are bit-identical to its phase trained
+alone; groups come from the phase specs; one student's failure names it and loses no other
+student's work; a group killed with SIGKILL resumes bit-identically."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, tiny_run_config, write_phase_inputs
+
+from normgrow.config import validate_config
+from normgrow.curriculum import Execution, PhaseTable, phase_spec, stream_key
+from normgrow.placement import PLACEMENTS
+from normgrow.trainer import GroupFailed, PhaseTask, train_phase, train_phases
+
+STEPS, SEED = 6, 3
+ALL_PLACEMENTS = [p if p != "mix-ln" else "mix-ln@1" for p in PLACEMENTS]
+
+
+def group_config() -> dict:
+    config = tiny_run_config()
+    config["train"].update(phase_steps=STEPS, state_every=2, eval_every=3)
+    config["curricula"] = {"grow": [{"active_blocks": 1}, {"active_blocks": 2}], "joint": [{"active_blocks": 2}],
+                           "reset": [{"active_blocks": 1}, {"active_blocks": 2, "data": "reset"}]}
+    config["runs"] = {f"{p}-{c}": {"placement": p, "curriculum": c} for p in ALL_PLACEMENTS
+                      for c in ("grow", "joint", "reset")}
+    config["diagnostics"] = {"runs": ["post-grow"], "snapshots_per_phase": 2}
+    return config
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("groups")
+    write_phase_inputs(root, seed=2, documents=30, longest=12, valid=4)
+    return {"root": root, "config": group_config(), "teacher": str(root / "teacher"), "tokens": root / "tokens"}
+
+
+def task(setup: dict, run: str, phase: int, out: Path, previous: Path | None = None) -> PhaseTask:
+    config = setup["config"]
+    snapshots = 2 if run == "post-grow" else 0
+    return PhaseTask(phase_spec(config, run, SEED, phase), Execution.from_config(config, snapshots), previous, out)
+
+
+def outputs(directory: Path) -> dict:
+    """Every declared output's bytes; state.json without its wall time."""
+    files = {name: (directory / name).read_bytes() for name in ("student.safetensors", "train.csv", "eval.csv")}
+    state = json.loads((directory / "state.json").read_text())
+    state.pop("wall_seconds")
+    files["state.json"] = state
+    files["snapshots"] = {p.name: p.read_bytes() for p in sorted((directory / "snapshots").iterdir())}
+    return files
+
+
+def alone(setup: dict, run: str, phase: int = 0, previous: Path | None = None) -> Path:
+    """The phase trained by itself (cached per run and phase)."""
+    out = setup["root"] / "alone" / f"{run}-{phase}"
+    if not (out / "state.json").exists():
+        t = task(setup, run, phase, out, previous)
+        train_phase(t.spec, t.execution, setup["teacher"], setup["tokens"], previous, out, log=io.StringIO())
+    return out
+
+
+def test_a_pre_post_pair_and_its_next_phases_are_bit_identical_grouped_or_alone(setup):
+    root = setup["root"] / "pair"
+    tasks = [task(setup, run, 0, root / run) for run in ("pre-grow", "post-grow")]
+    log = io.StringIO()
+    train_phases(tasks, setup["teacher"], setup["tokens"], log=log)
+    assert "group of 2 students on one teacher forward per batch" in log.getvalue()
+    for run in ("pre-grow", "post-grow"):
+        assert outputs(root / run) == outputs(alone(setup, run)), run
+    assert not (root / "post-grow" / "resume").exists()  # cleared once every student finished
+    later = [task(setup, run, 1, root / f"{run}-1", previous=root / run) for run in ("pre-grow", "post-grow")]
+    train_phases(later, setup["teacher"], setup["tokens"], log=io.StringIO())
+    for run in ("pre-grow", "post-grow"):
+        assert outputs(root / f"{run}-1") == outputs(alone(setup, run, 1, previous=alone(setup, run))), run
+
+
+def test_a_group_of_every_placement_and_curriculum_sharing_a_stream_is_bit_identical(setup):
+    runs = [f"{p}-{c}" for p in ALL_PLACEMENTS for c in ("grow", "joint")]
+    root = setup["root"] / "all"
+    tasks = [task(setup, run, 0, root / run) for run in runs]
+    assert len({stream_key(t.spec) for t in tasks}) == 1 and len({t.spec.key for t in tasks}) == len(runs)
+    train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+    for run in runs:
+        assert outputs(root / run) == outputs(alone(setup, run)), run
+
+
+def test_phases_of_different_streams_are_refused(setup):
+    root = setup["root"] / "refused"
+    first = task(setup, "post-grow", 1, root / "a", previous=alone(setup, "post-grow"))
+    reset = task(setup, "post-reset", 1, root / "b", previous=alone(setup, "post-grow"))
+    with pytest.raises(ValueError, match="different batch streams"):
+        train_phases([first, reset], setup["teacher"], setup["tokens"], log=io.StringIO())
+
+
+def test_groups_come_from_the_specs_not_the_run_names():
+    """The embedded default's 18 phases read 7 batch streams: pre/post pairs, joint with grow's first
+    phase, freeze with grow's later phases; renaming every run changes no group."""
+    config = validate_config(yaml.safe_load((REPO / "config.yaml").read_text()))
+    table = PhaseTable.from_config(config)
+    groups = table.groups(64)
+    assert sorted(len(g.keys) for g in groups) == [2, 2, 4, 4, 4] and len(table.specs) == 18
+    labels = [sorted(table.sharing(k)[0].split(" seed")[0] for k in g.keys) for g in groups]
+    assert ["post-grow", "post-joint", "pre-grow", "pre-joint"] in labels
+    assert ["post-freeze", "post-grow", "pre-freeze", "pre-grow"] in labels
+    assert [len(g.keys) for g in table.groups(2)] == [2] * 8
+    assert table.groups(1) == []
+    renamed = copy.deepcopy(config)
+    renamed["runs"] = {f"x{i}": run for i, run in enumerate(config["runs"].values())}
+    assert [g.keys for g in PhaseTable.from_config(renamed).groups(64)] == [g.keys for g in groups]
+
+
+def test_a_failing_student_is_named_and_the_others_keep_their_finished_work(setup, monkeypatch):
+    root = setup["root"] / "failing"
+    tasks = [task(setup, run, 0, root / run) for run in ("pre-grow", "post-grow", "sandwich-grow")]
+    bad = tasks[1].spec
+    monkeypatch.setenv("NORMGROW_FAULT", f"nan@4:{bad.key}")
+    with pytest.raises(GroupFailed, match=rf"post seed {SEED} phase 0 \[{bad.key}\]: non-finite loss"):
+        train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+    for t in tasks:
+        assert not (t.out / "state.json").exists()
+    assert (root / "pre-grow" / "resume" / f"state-{STEPS}.json").exists()
+    monkeypatch.delenv("NORMGROW_FAULT")
+    log = io.StringIO()
+    train_phases(tasks, setup["teacher"], setup["tokens"], log=log)
+    assert f"pre seed {SEED} phase 0 [{tasks[0].spec.key}]: resumed from the state at update {STEPS}" in log.getvalue()
+    assert f"post seed {SEED} phase 0 [{bad.key}]: resumed from the state at update 2" in log.getvalue()
+    for run in ("pre-grow", "post-grow", "sandwich-grow"):
+        assert outputs(root / run) == outputs(alone(setup, run)), run
+
+
+def test_students_one_state_apart_resume_at_their_common_update(setup, monkeypatch):
+    """A job killed between two students' saves leaves them a state apart: both resume at the older."""
+    root = setup["root"] / "apart"
+    tasks = [task(setup, run, 0, root / run) for run in ("pre-grow", "post-grow")]
+    monkeypatch.setenv("NORMGROW_FAULT", "term@4")
+    from normgrow.trainer import Preempted
+
+    with pytest.raises(Preempted):
+        train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+    monkeypatch.delenv("NORMGROW_FAULT")
+    newest = root / "post-grow" / "resume" / "state-4"
+    shutil.rmtree(newest)
+    newest.with_suffix(".json").unlink()
+    log = io.StringIO()
+    train_phases(tasks, setup["teacher"], setup["tokens"], log=log)
+    assert "resumed from the state at update 2" in log.getvalue() and "update 4" not in log.getvalue()
+    for run in ("pre-grow", "post-grow"):
+        assert outputs(root / run) == outputs(alone(setup, run)), run
+
+
+def test_a_group_killed_with_sigkill_resumes_bit_identically(setup):
+    root = setup["root"] / "killed"
+    tasks = [task(setup, run, 0, root / run) for run in ("pre-grow", "post-grow")]
+    file = root / "tasks.json"
+    root.mkdir(parents=True)
+    file.write_text(json.dumps([t.to_json() for t in tasks]))
+    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--tasks", str(file), "--teacher",
+               setup["teacher"], "--tokens", str(setup["tokens"])]
+
+    def run(fault: str | None) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
+        env.update({"NORMGROW_FAULT": fault} if fault else {})
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+    assert run("kill@3").returncode == -9
+    proc = run(None)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("resumed from the state at update 2") == 2
+    for name in ("pre-grow", "post-grow"):
+        assert outputs(root / name) == outputs(alone(setup, name)), name
+
+
+def test_each_student_draws_its_own_random_numbers_in_a_group(setup, monkeypatch):
+    """With torch, numpy and python draws in every update, each student of a group draws what its
+    phase draws alone: a student's RNG states are its own."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from normgrow import trainer
+
+    draws: list[tuple] = []
+    terms = trainer.distillation_terms
+
+    def with_draws(student, *args, **kwargs):
+        draws.append((student.placement, float(torch.rand(1)), float(np.random.rand()), random.random()))
+        return terms(student, *args, **kwargs)
+
+    monkeypatch.setattr(trainer, "distillation_terms", with_draws)
+    root = setup["root"] / "draws"
+    runs = ("pre-grow", "post-grow")
+    alone_draws = {}
+    for run in runs:
+        draws.clear()
+        t = task(setup, run, 0, root / f"alone-{run}")
+        train_phase(t.spec, t.execution, setup["teacher"], setup["tokens"], None, t.out, log=io.StringIO())
+        alone_draws[run] = list(draws)
+    draws.clear()
+    train_phases([task(setup, run, 0, root / run) for run in runs], setup["teacher"], setup["tokens"],
+                 log=io.StringIO())
+    for run in runs:
+        placement = run.split("-")[0]
+        assert [d for d in draws if d[0] == placement] == alone_draws[run]
+        assert len(alone_draws[run]) == STEPS
