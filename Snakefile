@@ -49,6 +49,7 @@ localrules:
 include: "workflow/rules/data.smk"
 include: "workflow/rules/teacher.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/export.smk"
 include: "workflow/rules/diagnose.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/trace.smk"

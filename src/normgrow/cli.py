@@ -11,7 +11,11 @@
 - `python -m normgrow.cli trace config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` runs the
   training step, the teacher check and the diagnostics on fake tensors at the config's real shapes
   over a fake world of GPUs, and prints the measured peak memory beside the plan (normgrow.trace);
-  it exits 1 when the peak does not fit."""
+  it exits 1 when the peak does not fit;
+- `python -m normgrow.cli export results/phases/KEY OUT [--teacher T] [--tokenizer TOK]` writes a phase's
+  student as a directory that `transformers.AutoModelForCausalLM.from_pretrained(OUT)` loads
+  (normgrow.export; docs/workflow.md, Exporting a student); it exits 1, with one line, on a bad phase
+  directory, teacher or tokenizer, or an existing OUT."""
 
 from __future__ import annotations
 
@@ -56,7 +60,16 @@ def main(argv: list[str] | None = None) -> int:
     trace.add_argument("--teacher-config", help="a directory or hub id whose config.json describes the teacher "
                                                 "(default: teacher.name)")
     trace.add_argument("--json", type=Path, help="also write the measurements to this file")
+    export = commands.add_parser("export", help="a phase's student as a transformers model directory")
+    export.add_argument("phase_dir", type=Path, help="a phase's output directory (results/phases/KEY)")
+    export.add_argument("out", type=Path, help="the directory to write (must not exist)")
+    export.add_argument("--teacher", help="the teacher's hub id or directory (default: results/teacher/model beside "
+                                          "the phase directory, where the workflow builds it)")
+    export.add_argument("--tokenizer", help="hub id or directory (default: results/data/tokenizer beside the phase "
+                                            "directory, else the teacher's)")
     args = parser.parse_args(argv)
+    if args.command == "export":
+        return print_export(args)
     if args.command == "trace":
         return print_trace(args)
     if args.command == "preflight":
@@ -127,6 +140,27 @@ def print_plan(args) -> int:
     result = plan(config, teacher_config(config, args.teacher_config), args.gpus, args.gpu_gb,
                   False if args.no_activation_checkpointing else None)
     print(format_plan(result))
+    return 0
+
+
+def print_export(args) -> int:
+    from normgrow.export import export_phase, workflow_sources
+
+    built_teacher, built_tokenizer = workflow_sources(args.phase_dir)
+    teacher = args.teacher or built_teacher
+    if teacher is None:
+        print(f"normgrow export: no teacher beside {args.phase_dir}: pass --teacher (the run's teacher.name)",
+              file=sys.stderr)
+        return 1
+    try:
+        summary = export_phase(args.phase_dir, args.out, teacher, args.tokenizer or built_tokenizer or teacher)
+    except (OSError, ValueError) as error:  # a bad phase directory, teacher or tokenizer: one line
+        print(f"normgrow export: {' '.join(str(error).split())}", file=sys.stderr)
+        return 1
+    remote = ", trust_remote_code=True" if summary["trust_remote_code"] else ""
+    print(f"{args.out}: {summary['class']}, {summary['placement']}, {summary['layers']} layers, "
+          f"{summary['parameters']:,} parameters; load with AutoModelForCausalLM.from_pretrained({str(args.out)!r}"
+          f"{remote})")
     return 0
 
 

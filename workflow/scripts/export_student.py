@@ -1,0 +1,13 @@
+"""Export a run's final student (the last phase of its curriculum) as a transformers model directory
+with the workflow's tokenizer (normgrow.export)."""
+
+import json
+from pathlib import Path
+
+from normgrow.export import export_phase
+from normgrow.logs import job_log
+
+with job_log(snakemake.log[0]):
+    summary = export_phase(Path(snakemake.input.state).parent, Path(snakemake.output[0]), snakemake.params.teacher,
+                           snakemake.input.tokenizer)
+    print(json.dumps(summary, indent=1))
