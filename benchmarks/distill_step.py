@@ -152,18 +152,29 @@ def batch_for(s: dict):
     return collate([rng.integers(1, s["teacher"]["vocab_size"], size=int(n)) for n in lengths], pad_id=0)
 
 
-def step_flops(s: dict, teacher, student, batch) -> int:
-    """Useful FLOPs of one step (see the module docstring)."""
+def matmul_params(module) -> int:
+    """Parameters of a module's linear layers (LM heads included): 2 FLOPs each per token forward."""
     import torch
 
-    def matmul_params(module) -> int:
-        return sum(m.weight.numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
+    return sum(m.weight.numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
 
+
+def attention_flops(width: int, layers: int, lengths: list[int]) -> int:
+    """Causal attention's scores and values, forward, over rows of `lengths` tokens: 4·A·L·Σ n(n+1)/2
+    (A = heads × head dim)."""
+    return 4 * width * layers * sum(n * (n + 1) // 2 for n in lengths)
+
+
+def step_flops(s: dict, teacher, student, batch) -> int:
+    """Useful FLOPs of one step (see the module docstring): the teacher's forward (2·N·tokens +
+    attention) and the student's forward and backward (3× that)."""
     lengths = batch.attention_mask.sum(dim=1).tolist()
-    attention = 4 * s["teacher"]["num_attention_heads"] * s["teacher"]["head_dim"] * sum(n * (n + 1) // 2
-                                                                                         for n in lengths)
-    layers = s["teacher"]["num_hidden_layers"] + 3 * s["blocks"] * s["layers_per_block"]
-    return (2 * matmul_params(teacher) + 6 * matmul_params(student)) * batch.tokens + attention * layers
+    width = s["teacher"]["num_attention_heads"] * s["teacher"]["head_dim"]
+    teacher_part = 2 * matmul_params(teacher) * batch.tokens + attention_flops(width, s["teacher"]["num_hidden_layers"],
+                                                                               lengths)
+    student_layers = s["blocks"] * s["layers_per_block"]
+    return teacher_part + 3 * (2 * matmul_params(student) * batch.tokens + attention_flops(width, student_layers,
+                                                                                           lengths))
 
 
 def naive_terms(student, teacher, batch, objective, precision):
