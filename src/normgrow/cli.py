@@ -20,24 +20,28 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from normgrow import threads  # noqa: F401  (before torch: OpenMP's spin, normgrow.threads)
 from normgrow.launch import read_phase_arguments
-from normgrow.trainer import Preempted, train_phase
+from normgrow.trainer import PhaseTask, Preempted, train_phases
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="normgrow")
     commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train-phase", help="train one phase of one run")
-    train.add_argument("--spec", type=Path, required=True,
-                       help="phase spec and execution settings as JSON (normgrow.launch.phase_arguments)")
+    train = commands.add_parser("train-phase", help="train one phase of one run (or a group: --tasks)")
+    what = train.add_mutually_exclusive_group(required=True)
+    what.add_argument("--spec", type=Path, help="phase spec and execution settings as JSON (normgrow.launch."
+                                                "phase_arguments); with --out and --previous")
+    what.add_argument("--tasks", type=Path, help="phases that read one batch stream, as a JSON list of "
+                                                 "normgrow.trainer.PhaseTask, trained on one teacher forward per batch")
     train.add_argument("--teacher", required=True, help="teacher hub id or local directory")
     train.add_argument("--tokens", type=Path, required=True, help="tokenized data directory")
     train.add_argument("--previous", type=Path, help="the previous phase's output directory")
-    train.add_argument("--out", type=Path, required=True, help="this phase's output directory")
+    train.add_argument("--out", type=Path, help="this phase's output directory (with --spec)")
     plan = commands.add_parser("plan", help="parameters, per-GPU memory and tokens per phase of a config")
     plan.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     plan.add_argument("--gpus", type=int, default=8)
@@ -78,9 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         return print_plan(args)
     if args.command == "phases":
         return print_phases(args)
-    spec, execution = read_phase_arguments(args.spec)
+    if args.tasks:
+        tasks = [PhaseTask.from_json(task) for task in json.loads(args.tasks.read_text())]
+    elif args.out is None:
+        parser.error("train-phase --spec needs --out")
+    else:
+        spec, execution = read_phase_arguments(args.spec)
+        tasks = [PhaseTask(spec, execution, args.previous, args.out)]
     try:
-        train_phase(spec, execution, args.teacher, args.tokens, args.previous, args.out)
+        train_phases(tasks, args.teacher, args.tokens)
     except Preempted as stop:
         print(stop, file=sys.stderr)
         return Preempted.exit_code
@@ -165,8 +175,6 @@ def print_export(args) -> int:
 
 
 def print_trace(args) -> int:
-    import json
-
     from normgrow.config import training_ranks
     from normgrow.trace import format_trace, trace
 
