@@ -3,6 +3,7 @@ batches, DCP resume states that move between rank counts, and the unsharded expo
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -66,7 +67,11 @@ def train(setup: dict, name: str, ranks: int = 1, phase: int = 1, fault: str | N
 
 
 def assert_matches_reference(setup: dict, name: str) -> None:
-    got, want = setup["root"] / name, setup["reference"]
+    assert_matches(setup["root"] / name, setup["reference"])
+
+
+def assert_matches(got: Path, want: Path) -> None:
+    """Equal metrics, counters and weights within the fp32 tolerances of ranks vs one process."""
     for table in ("train.csv", "eval.csv"):
         a, b = pd.read_csv(got / table), pd.read_csv(want / table)
         assert list(a.columns) == list(b.columns) and len(a) == len(b)
@@ -81,7 +86,7 @@ def assert_matches_reference(setup: dict, name: str) -> None:
         torch.testing.assert_close(weights[key], value, atol=WEIGHT_TOLERANCE, rtol=0, msg=key)
     snapshots = sorted(p.name for p in (got / "snapshots").iterdir())
     assert snapshots == sorted(p.name for p in (want / "snapshots").iterdir())
-    assert not (got / "resume").exists() and not (got / ".spec.json").exists()
+    assert not (got / "resume").exists() and not (got / ".spec.json").exists() and not (got / ".tasks.json").exists()
 
 
 def test_rows_split_a_global_batch_and_complete_it_with_one_token_rows():
@@ -182,3 +187,41 @@ def test_one_fp32_process_keeps_the_plain_module_and_bf16_is_sharded():
             shard_student(student, ranks, precision)
             assert isinstance(student, FSDPModule) == sharded
             assert isinstance(student.blocks[0][0], FSDPModule) == sharded
+
+
+@pytest.mark.slow
+def test_a_group_on_two_ranks_matches_its_phases_alone_and_resumes_after_sigterm(setup):
+    """Phase 0 of pre- and post-norm grow (one batch stream) as a group of two students on one teacher
+    forward, sharded over 2 ranks: each student matches its phase trained alone in one process; the
+    group preempted at update 5 resumes on 2 ranks to the same result."""
+    from normgrow.curriculum import Execution, phase_spec
+    from normgrow.trainer import PhaseTask
+
+    root, config = setup["root"], copy.deepcopy(setup["config"])
+    config["runs"]["pre-grow"] = {"placement": "pre", "curriculum": "grow"}
+    (root / "spec-pre0.json").write_text(json.dumps(phase_arguments_for(config, "pre-grow", 7, 0)))
+    alone = train(setup, "pre0", phase=0, spec=root / "spec-pre0.json")
+    assert alone.returncode == 0, alone.stdout[-3000:]
+
+    def group(name: str, fault: str | None = None) -> subprocess.CompletedProcess:
+        tasks = [PhaseTask(phase_spec(config, run, 7, 0), Execution.from_config(config, snapshots), None,
+                           root / name / run).to_json() for run, snapshots in (("pre-grow", 0), ("post-grow", 2))]
+        (root / f"{name}.json").write_text(json.dumps(tasks))
+        command = torchrun_command(2, 1, ["--tasks", str(root / f"{name}.json"), "--teacher", str(root / "teacher"),
+                                          "--tokens", str(root / "tokens")])
+        env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
+        env.update({"NORMGROW_FAULT": fault} if fault else {})
+        return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+                              env=env)
+
+    proc = group("group")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "group of 2 students on one teacher forward per batch" in proc.stdout
+    assert_matches(root / "group" / "pre-grow", root / "pre0")
+    assert_matches(root / "group" / "post-grow", root / "phase0")
+    assert group("preempted-group", fault="term@5").returncode != 0
+    proc = group("preempted-group")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.stdout.count("resumed from the state at update 5") == 2
+    for run in ("pre-grow", "post-grow"):
+        assert_matches(root / "preempted-group" / run, root / "group" / run)
