@@ -123,6 +123,16 @@ def phase_arguments_for(config: dict, run: str, seed: int, phase: int) -> dict:
                            Execution.from_config(config, snapshots_per_phase(config, run)))
 
 
+def phase_outputs(directory: Path) -> dict:
+    """Every declared output's content; state.json without its wall time."""
+    files = {name: (directory / name).read_bytes() for name in ("student.safetensors", "train.csv", "eval.csv")}
+    state = json.loads((directory / "state.json").read_text())
+    state.pop("wall_seconds")
+    files["state.json"] = state
+    files["snapshots"] = {p.name: p.read_bytes() for p in sorted((directory / "snapshots").iterdir())}
+    return files
+
+
 def split_in_memory(corpus, **settings) -> tuple[dict[str, list[str]], dict]:
     """`split_corpus` collecting each split's texts in a list: (splits, counts)."""
     splits = {"valid": [], "diag": [], "train": []}

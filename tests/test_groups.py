@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, tiny_run_config, write_phase_inputs
+from conftest import REPO, phase_outputs, tiny_run_config, write_phase_inputs
 
 from normgrow.config import validate_config
 from normgrow.curriculum import Execution, PhaseTable, phase_spec, stream_key
@@ -51,16 +51,6 @@ def task(setup: dict, run: str, phase: int, out: Path, previous: Path | None = N
     return PhaseTask(phase_spec(config, run, SEED, phase), Execution.from_config(config, snapshots), previous, out)
 
 
-def outputs(directory: Path) -> dict:
-    """Every declared output's bytes; state.json without its wall time."""
-    files = {name: (directory / name).read_bytes() for name in ("student.safetensors", "train.csv", "eval.csv")}
-    state = json.loads((directory / "state.json").read_text())
-    state.pop("wall_seconds")
-    files["state.json"] = state
-    files["snapshots"] = {p.name: p.read_bytes() for p in sorted((directory / "snapshots").iterdir())}
-    return files
-
-
 def alone(setup: dict, run: str, phase: int = 0, previous: Path | None = None) -> Path:
     """The phase trained by itself (cached per run and phase)."""
     out = setup["root"] / "alone" / f"{run}-{phase}"
@@ -77,12 +67,12 @@ def test_a_pre_post_pair_and_its_next_phases_are_bit_identical_grouped_or_alone(
     train_phases(tasks, setup["teacher"], setup["tokens"], log=log)
     assert "group of 2 students on one teacher forward per batch" in log.getvalue()
     for run in ("pre-grow", "post-grow"):
-        assert outputs(root / run) == outputs(alone(setup, run)), run
+        assert phase_outputs(root / run) == phase_outputs(alone(setup, run)), run
     assert not (root / "post-grow" / "resume").exists()  # cleared once every student finished
     later = [task(setup, run, 1, root / f"{run}-1", previous=root / run) for run in ("pre-grow", "post-grow")]
     train_phases(later, setup["teacher"], setup["tokens"], log=io.StringIO())
     for run in ("pre-grow", "post-grow"):
-        assert outputs(root / f"{run}-1") == outputs(alone(setup, run, 1, previous=alone(setup, run))), run
+        assert phase_outputs(root / f"{run}-1") == phase_outputs(alone(setup, run, 1, previous=alone(setup, run))), run
 
 
 def test_a_group_of_every_placement_and_curriculum_sharing_a_stream_is_bit_identical(setup):
@@ -92,7 +82,7 @@ def test_a_group_of_every_placement_and_curriculum_sharing_a_stream_is_bit_ident
     assert len({stream_key(t.spec) for t in tasks}) == 1 and len({t.spec.key for t in tasks}) == len(runs)
     train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
     for run in runs:
-        assert outputs(root / run) == outputs(alone(setup, run)), run
+        assert phase_outputs(root / run) == phase_outputs(alone(setup, run)), run
 
 
 def test_phases_of_different_streams_are_refused(setup):
@@ -136,7 +126,7 @@ def test_a_failing_student_is_named_and_the_others_keep_their_finished_work(setu
     assert f"pre seed {SEED} phase 0 [{tasks[0].spec.key}]: resumed from the state at update {STEPS}" in log.getvalue()
     assert f"post seed {SEED} phase 0 [{bad.key}]: resumed from the state at update 2" in log.getvalue()
     for run in ("pre-grow", "post-grow", "sandwich-grow"):
-        assert outputs(root / run) == outputs(alone(setup, run)), run
+        assert phase_outputs(root / run) == phase_outputs(alone(setup, run)), run
 
 
 def test_students_one_state_apart_resume_at_their_common_update(setup, monkeypatch):
@@ -156,7 +146,7 @@ def test_students_one_state_apart_resume_at_their_common_update(setup, monkeypat
     train_phases(tasks, setup["teacher"], setup["tokens"], log=log)
     assert "resumed from the state at update 2" in log.getvalue() and "update 4" not in log.getvalue()
     for run in ("pre-grow", "post-grow"):
-        assert outputs(root / run) == outputs(alone(setup, run)), run
+        assert phase_outputs(root / run) == phase_outputs(alone(setup, run)), run
 
 
 def test_a_group_killed_with_sigkill_resumes_bit_identically(setup):
@@ -178,7 +168,7 @@ def test_a_group_killed_with_sigkill_resumes_bit_identically(setup):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("resumed from the state at update 2") == 2
     for name in ("pre-grow", "post-grow"):
-        assert outputs(root / name) == outputs(alone(setup, name)), name
+        assert phase_outputs(root / name) == phase_outputs(alone(setup, name)), name
 
 
 def test_each_student_draws_its_own_random_numbers_in_a_group(setup, monkeypatch):
@@ -214,3 +204,22 @@ def test_each_student_draws_its_own_random_numbers_in_a_group(setup, monkeypatch
         placement = run.split("-")[0]
         assert [d for d in draws if d[0] == placement] == alone_draws[run]
         assert len(alone_draws[run]) == STEPS
+
+
+@pytest.mark.slow
+def test_switching_grouping_on_for_a_finished_run(ci_workdir):
+    """The CI run trained every phase alone. With grouping switched on, Snakemake's default rerun
+    triggers see another rule making the grouped phases' files and would retrain them; with
+    `--rerun-triggers mtime` nothing trains (docs/performance.md)."""
+    from conftest import snakemake_command
+
+    def dry_run(*options: str) -> str:
+        command = snakemake_command(ci_workdir, "-n", "--cores", "2", "--config",
+                                    'resources={"train": {"group_size": 8}}', *options, "--", "results/paper")
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout + done.stderr
+
+    assert "train_group_" in dry_run()
+    quiet = dry_run("--rerun-triggers", "mtime")
+    assert "train_group_" not in quiet and "train_phase" not in quiet

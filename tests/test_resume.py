@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import phase_arguments_for, tiny_run_config, write_phase_inputs
+from conftest import phase_arguments_for, phase_outputs, tiny_run_config, write_phase_inputs
 
 STEPS, STATE_EVERY = 12, 3
 DECLARED = ("student.safetensors", "state.json", "train.csv", "eval.csv")
@@ -41,18 +41,8 @@ def train(setup: dict, name: str, fault: str | None = None, spec: Path | None = 
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
 
-def outputs(directory: Path) -> dict:
-    """Every declared output's content; state.json without its wall time."""
-    files = {name: (directory / name).read_bytes() for name in ("student.safetensors", "train.csv", "eval.csv")}
-    state = json.loads((directory / "state.json").read_text())
-    state.pop("wall_seconds")
-    files["state.json"] = state
-    files["snapshots"] = {p.name: p.read_bytes() for p in sorted((directory / "snapshots").iterdir())}
-    return files
-
-
 def assert_same_as_reference(setup: dict, name: str) -> None:
-    got, want = outputs(setup["root"] / name), outputs(setup["root"] / "reference")
+    got, want = phase_outputs(setup["root"] / name), phase_outputs(setup["root"] / "reference")
     assert got.keys() == want.keys()
     for key in want:
         assert got[key] == want[key], key
@@ -62,7 +52,7 @@ def assert_same_as_reference(setup: dict, name: str) -> None:
 def test_uninterrupted_run_is_deterministic(setup):
     assert train(setup, "again").returncode == 0
     assert_same_as_reference(setup, "again")
-    assert len(outputs(setup["root"] / "reference")["snapshots"]) == 3
+    assert len(phase_outputs(setup["root"] / "reference")["snapshots"]) == 3
 
 
 @pytest.mark.slow

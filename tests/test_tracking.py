@@ -156,3 +156,28 @@ def test_run_names_and_flattened_configuration():
     assert run_name("mix-ln@2 grow seed 1 phase 0") == "mix-ln@2 grow/seed1/phase0"
     assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": None, "e": True}) == {"a/b": 1, "a/c": "[1, 2]", "d": "None",
                                                                           "e": True}
+
+
+@pytest.mark.slow
+def test_the_ci_run_tracks_every_phase_and_the_teacher_in_tensorboard(ci_workdir):
+    """The CI configuration run end to end (tracking at its default, TensorBoard): every phase's event
+    files hold its train.csv and eval.csv, under the name of the first run sharing it; the teacher's
+    pretraining logged every update."""
+    from normgrow.config import merge, validate_config
+    from normgrow.curriculum import PhaseTable
+
+    config = merge(yaml.safe_load((REPO / "config.yaml").read_text()),
+                   yaml.safe_load((REPO / "configs" / "ci.yaml").read_text()))
+    table = PhaseTable.from_config(validate_config(config))
+    tracking = ci_workdir / "results" / "tracking" / "normgrow"
+    for key in table.specs:
+        events = tracking / run_name(table.sharing(key)[0])
+        phase = ci_workdir / "results" / "phases" / key
+        scalars = tensorboard_scalars(events)
+        train, evals = read_csv(phase / "train.csv"), read_csv(phase / "eval.csv")
+        for name, rows, keys in (("train", train, TRAIN_KEYS), ("eval", evals, EVAL_KEYS)):
+            for k in keys:
+                want = [(int(row["global_step"]), np.float32(float(row[k]))) for row in rows]
+                assert [(s, np.float32(v)) for s, v in scalars[f"{name}/{k}"]] == want, (key, name, k)
+    teacher = tensorboard_scalars(tracking / "teacher" / "pretrain")["train/loss"]
+    assert [s for s, _ in teacher] == list(range(1, config["teacher"]["pretrain"]["steps"] + 1))
