@@ -181,3 +181,17 @@ def test_the_ci_run_tracks_every_phase_and_the_teacher_in_tensorboard(ci_workdir
                 assert [(s, np.float32(v)) for s, v in scalars[f"{name}/{k}"]] == want, (key, name, k)
     teacher = tensorboard_scalars(tracking / "teacher" / "pretrain")["train/loss"]
     assert [s for s, _ in teacher] == list(range(1, config["teacher"]["pretrain"]["steps"] + 1))
+
+
+def test_the_configuration_is_attached_once(setup):
+    """TensorBoard holds the phase spec as YAML text in the phase's own run (no second run per phase)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = setup["root"] / "tracking" / "normgrow" / "tracked" / "seed5" / "phase0"
+    assert [p.name for p in events.iterdir() if p.is_dir()] == []
+    accumulator = EventAccumulator(str(events), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    [text] = accumulator.Tensors("configuration/text_summary")
+    attached = yaml.safe_load(text.tensor_proto.string_val[0].decode())
+    assert attached["spec"]["placement"] == "post" and attached["execution"]["tracking"]["name"] == \
+        "tracked/seed5/phase0"

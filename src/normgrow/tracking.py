@@ -7,7 +7,8 @@ What is logged, at the run's global step (so that a run's phases continue one cu
   (the values of train.csv), `train/tokens_per_s` and `train/peak_memory_mb` (not in train.csv: they
   depend on the machine, and train.csv is bit-identical across machines);
 - every evaluation: `eval/ce`, `eval/kd`, `eval/kd_soft`, `eval/ppl` (the values of eval.csv);
-- once, the phase spec and the execution settings, flattened, as the run's configuration.
+- once, the phase spec and the execution settings, flattened, as the run's configuration (for
+  TensorBoard, as YAML text under `configuration`).
 
 A tracked run is named `{run}/seed{S}/phase{P}` (the first run sharing the phase; the others are in
 its configuration under `shared_by`), or `teacher/pretrain`. Tracking is execution: it changes no
@@ -29,6 +30,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import yaml
 
 if TYPE_CHECKING:  # torch stays out of the DAG's imports (normgrow.curriculum imports Tracking)
     import torch
@@ -104,7 +107,10 @@ class Tracker:
             self.trackers.append(self._start(LOGGER_TYPE_TO_CLASS[backend], tracking, first_step))
         values = flatten(config)
         for tracker in self.trackers:
-            tracker.store_init_configuration(values)
+            if tracker.name == "tensorboard":  # as text: add_hparams would add a second run per phase
+                tracker.log({"configuration": yaml.safe_dump(config, sort_keys=False)}, step=first_step)
+            else:
+                tracker.store_init_configuration(values)
 
     @staticmethod
     def _start(tracker_class, tracking: Tracking, first_step: int):
