@@ -227,3 +227,14 @@ def test_switching_grouping_on_for_a_finished_run(ci_workdir, tmp_path):
     assert "train_group_" in snakemake("-n")
     snakemake("--touch")
     assert "Nothing to be done" in snakemake("-n")
+
+
+def test_a_bad_input_names_its_student(setup):
+    root = setup["root"] / "bad"
+    broken = root / "broken-previous"
+    shutil.copytree(alone(setup, "post-grow"), broken)
+    (broken / "student.safetensors").write_bytes(b"not a checkpoint")
+    tasks = [task(setup, "pre-grow", 1, root / "pre", previous=alone(setup, "pre-grow")),
+             task(setup, "post-grow", 1, root / "post", previous=broken)]
+    with pytest.raises(Exception, match=rf"post seed {SEED} phase 1 \[{tasks[1].spec.key}\]: "):
+        train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())

@@ -200,7 +200,12 @@ class GroupTrainer:
 
     def __init__(self, tasks: list[PhaseTask], teacher, tokens_dir: Path, ranks: Ranks, log):
         self.teacher, self.ranks, self.log = teacher, ranks, log
-        self.members = [PhaseTrainer(task, teacher, tokens_dir, ranks, log) for task in tasks]
+        self.members = []
+        for task in tasks:
+            try:
+                self.members.append(PhaseTrainer(task, teacher, tokens_dir, ranks, log))
+            except (OSError, ValueError, RuntimeError) as error:  # a bad input names its student
+                raise type(error)(f"{task.spec.describe()}: {error}") from error
         first = self.members[0]
         self.steps, self.eval_every = first.spec.phase.steps, first.spec.training.eval_every
         self.state_every, self.pad_id, self.valid = first.execution.state_every, first.pad_id, first.valid
