@@ -307,6 +307,9 @@ def test_paper_resources_ask_for_eight_gpus_on_one_node(default):
     assert launch_ranks(config) == {"ranks_per_node": 8, "nodes": 1}
     assert rank_batch_size(config) == 8  # one GPU's share of 64 documents: also the teacher check's batch
     assert job_resources(config, "train") == {"mem_mb": 480000, "runtime": 2880, "gpu": 8, "cpus_per_gpu": 8}
+    # a group of 3 students on one teacher forward: 3 phases' host memory and run time, the same GPUs
+    assert job_resources(config, "train", students=3) == {"mem_mb": 3 * 480000, "runtime": 3 * 2880, "gpu": 8,
+                                                          "cpus_per_gpu": 8}
     assert job_resources(config, "model")["gpu"] == 1
     assert "gpu" not in job_resources(config, "data")
 

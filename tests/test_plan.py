@@ -1,6 +1,7 @@
 """The planning command: exact parameter counts (checked against built modules at reduced width)
 and the memory plan's arithmetic."""
 
+import pytest
 import yaml
 from conftest import REPO, SCHEMA, make_teacher
 
@@ -48,8 +49,30 @@ def test_plan_follows_the_configs_precision_dtype_and_checkpointing():
     stage = "backward (saved inputs, one layer)"
     assert plan(config, teacher, 1, 80)["stages_gb"][stage] < plan(config, teacher, 1, 80, False)["stages_gb"][stage]
 
+
+def test_plan_of_a_group_adds_each_other_students_sharded_state_and_one_teacher():
+    """A job of N students on one teacher forward: N − 1 more students' fp32 weights, AdamW moments
+    and embedding, sharded (their gradients are freed by their optimizer steps); one teacher, one
+    set of its hidden states, one student's gathered weights and working set. N defaults to
+    resources.train.group_size."""
+    config = validate_config(yaml.safe_load((REPO / "config.yaml").read_text()), SCHEMA)
+    teacher = make_teacher(vocab_size=1000, hidden_size=64).config
+    one, three = plan(config, teacher, 4, 80), plan(config, teacher, 4, 80, students=3)
+    counts = one["parameters"]
+    assert one["students"] == 1 and not any("other students" in key for key in one["memory_gb"])
+    others = three["memory_gb"].pop("other students × 2 (weights, AdamW, sharded)")
+    assert others * 1e9 == pytest.approx(2 * (12 * counts["trainable"] + 4 * counts["embedding"]) / 4)
+    assert three["memory_gb"] == one["memory_gb"] and three["total_gb"] == pytest.approx(one["total_gb"] + others)
+    config["resources"]["train"]["group_size"] = 3
+    assert plan(config, teacher, 4, 80)["total_gb"] == three["total_gb"]
+
+
 def test_paper_plan_from_the_shipped_teacher_config(capsys):
     assert main(["plan", str(REPO / "config.yaml"), str(REPO / "configs" / "paper.yaml"), "--gpus", "8",
                  "--gpu-gb", "80", "--teacher-config", str(REPO / "configs" / "teachers" / "qwen3-8b-base")]) == 0
     out = capsys.readouterr().out
-    assert "teacher 8.19B" in out and "decoder 1.74B" in out and "→ fits" in out
+    assert "teacher 8.19B" in out and "decoder 1.74B" in out and "→ fits" in out and "one phase:" in out
+    assert main(["plan", str(REPO / "config.yaml"), str(REPO / "configs" / "paper.yaml"), "--gpus", "8", "--students",
+                 "2", "--teacher-config", str(REPO / "configs" / "teachers" / "qwen3-8b-base")]) == 0
+    out = capsys.readouterr().out
+    assert "a group of 2 students on one teacher forward:" in out and "other students × 1" in out

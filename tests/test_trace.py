@@ -1,9 +1,11 @@
 """The memory trace (normgrow.trace): the trainer's own step on fake tensors over a fake world of
-ranks, at a reduced shape (bounds that the fused loss and the teacher forward must keep) and once at
-the paper's shape through the command line."""
+ranks, at a reduced shape (bounds that the fused loss and the teacher forward must keep; what each
+student of a group on one teacher forward adds) and once at the paper's shape through the command
+line."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,9 @@ from normgrow.config import validate_config
 from normgrow.plan import plan
 from normgrow.trace import GiB, Shape, trace_one_gpu, trace_training
 
+REDUCED = {"train": {"precision": "bfloat16", "activation_checkpointing": True, "loss_chunk": 64, "batch_size": 8},
+           "teacher": {"dtype": "bfloat16"}, "data": {"max_length": 256, "diag_docs": 2, "diag_max_length": 256}}
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -22,13 +27,25 @@ REPO = Path(__file__).resolve().parents[1]
 def reduced():
     """bf16, activation checkpointing, 2 documents × 256 tokens per rank on 4 ranks, vocabulary 4096:
     full logits of one rank's positions (510 × 4096) would be 4× the head's fp32 gradient."""
+    return reduced_setting()
+
+
+def reduced_setting():
     config = validate_config(yaml.safe_load((REPO / "config.yaml").read_text()))
-    config["train"].update(precision="bfloat16", activation_checkpointing=True, loss_chunk=64, batch_size=8)
-    config["teacher"]["dtype"] = "bfloat16"
-    config["data"].update(max_length=256, diag_docs=2, diag_max_length=256)
+    for section, values in REDUCED.items():
+        config[section].update(values)
     teacher = Qwen3Config(vocab_size=4096, hidden_size=64, intermediate_size=192, num_hidden_layers=4,
                           num_attention_heads=4, num_key_value_heads=2, head_dim=16, tie_word_embeddings=False)
     return config, teacher
+
+
+@pytest.fixture(scope="module")
+def groups():
+    """The reduced setting's training traced for a phase alone and a group of two (4 ranks, 2
+    documents × 256 tokens per rank)."""
+    config, teacher = reduced_setting()
+    shape = Shape(gpus=4, rows=2, tokens=256)
+    return config, teacher, shape, {n: trace_training(config, teacher, shape, students=n) for n in (1, 2)}
 
 
 def test_traced_step_keeps_the_plan_and_never_materialises_logits(reduced):
@@ -43,6 +60,48 @@ def test_traced_step_keeps_the_plan_and_never_materialises_logits(reduced):
     assert traced <= 1.1 * planned, (traced, planned)
     assert result["peak_gib"]["OptState"] * GiB == pytest.approx(
         8 * plan(config, teacher, shape.gpus, 80)["parameters"]["trainable"] / shape.gpus, rel=0.01)
+
+
+def test_each_student_of_a_group_adds_its_sharded_weights_and_adamw_state_not_a_teacher(groups):
+    """A group on one teacher forward, traced as GroupTrainer.step runs it: the second student adds
+    its sharded fp32 weights and AdamW moments; its gradients are freed by its optimizer step and its
+    activations by its backward, and the teacher runs once (a second teacher forward's hidden states
+    alone would exceed the tolerance). The plan adds exactly that and stays within the trace's bound."""
+    config, teacher, shape, traces = groups
+    one, two = traces[1], traces[2]
+    counts = plan(config, teacher, shape.gpus, 80)["parameters"]
+    student = (12 * counts["trainable"] + 4 * counts["embedding"]) / shape.gpus
+    added = (two["peak_gib"]["Total"] - one["peak_gib"]["Total"]) * GiB
+    teacher_hidden = 2 * shape.rows * (shape.tokens - 1) * teacher.hidden_size
+    assert teacher_hidden > 0.01 * student  # the bound below can tell a second teacher forward
+    assert added == pytest.approx(student, rel=0.01), (added, student)
+    assert two["peak_gib"]["OptState"] == pytest.approx(2 * one["peak_gib"]["OptState"])
+    assert two["peak_gib"]["Sharded Grad"] == one["peak_gib"]["Sharded Grad"]  # one student's at a time
+    assert two["teacher_gib"] == one["teacher_gib"] and (one["students"], two["students"]) == (1, 2)
+    planned = [plan(config, teacher, shape.gpus, 80, students=n)["total_gb"] for n in (1, 2)]
+    assert (planned[1] - planned[0]) * 1e9 == pytest.approx(student)
+    for result, gb in zip((one, two), planned, strict=True):
+        assert (result["peak_gib"]["Total"] + result["teacher_gib"]) * GiB / 1e9 <= 1.1 * gb
+
+
+def test_trace_command_traces_the_configs_group_and_finds_the_largest_that_fits(groups, tmp_path, capsys):
+    """`trace` traces a group of resources.train.group_size students by default, prints it, compares
+    it with the plan of the same group, and `--largest-group` finds the largest group under 90% of
+    --gpu-gb (here set half a student above the peak of 3: each student adds the same, test above)."""
+    config, teacher, _, traces = groups
+    one, two = ((traces[n]["peak_gib"]["Total"] + traces[n]["teacher_gib"]) * GiB / 1e9 for n in (1, 2))
+    gpu_gb = (one + 2.5 * (two - one)) / 0.9
+    teacher.save_pretrained(tmp_path / "teacher")
+    (tmp_path / "reduced.yaml").write_text(yaml.safe_dump({**REDUCED, "resources": {"train": {"group_size": 2}}}))
+    args = ["trace", str(REPO / "config.yaml"), str(tmp_path / "reduced.yaml"), "--gpus", "4", "--gpu-gb",
+            str(gpu_gb), "--teacher-config", str(tmp_path / "teacher"), "--no-search", "--largest-group",
+            "--json", str(tmp_path / "trace.json")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "2 documents × 256 tokens per rank, a group of 2 students on one teacher forward per batch" in out
+    assert "largest group that fits: 3 students at 2 documents per rank" in out
+    result = json.loads((tmp_path / "trace.json").read_text())
+    assert result["students"] == 2 and result["plan_gb"] == plan(config, teacher, 4, gpu_gb, students=2)["total_gb"]
 
 
 def test_teacher_check_keeps_one_layer_of_transients(reduced):
@@ -69,6 +128,6 @@ def test_paper_shape_traced_from_the_command_line(capsys):
             "--teacher-config", str(REPO / "configs" / "teachers" / "qwen3-8b-base")]
     assert main(["trace", *args, "--gpu-gb", "80"]) == 0
     out = capsys.readouterr().out
-    assert "8 documents × 8,192 tokens per rank" in out and "→ fits in 90% of 80 GB" in out
+    assert "8 documents × 8,192 tokens per rank, one phase" in out and "→ fits in 90% of 80 GB" in out
     assert main(["trace", *args, "--gpu-gb", "40"]) == 1
     assert "does NOT fit" in capsys.readouterr().out

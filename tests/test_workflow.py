@@ -184,6 +184,29 @@ def test_paper_dag_through_the_slurm_profile_gives_every_phase_its_gpus(tmp_path
             assert job.resources["gpu"] == "1", job
 
 
+def test_group_jobs_through_the_slurm_profile_ask_for_their_students_memory_and_runtime(tmp_path):
+    """With resources.train.group_size: 2, each group of the paper DAG is one cluster job
+    (train_group_{id}) on a phase's GPUs and CPUs per GPU, asking for its students × the phase's
+    mem_mb and runtime (normgrow.config.job_resources; the GPU memory is the trace's, docs/cluster.md)."""
+    groups_yaml = tmp_path / "groups.yaml"
+    groups_yaml.write_text("resources:\n  train: {group_size: 2}\n")
+    paper = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
+    groups = {f"train_group_{g.id}": g for g in phases_of(paper, groups_yaml).groups(2)}
+    command = [SNAKEMAKE, "--profile", "slurm", "--directory", str(tmp_path), "-n", "results/paper",
+               "--configfile", str(REPO / "configs" / "paper.yaml"), str(groups_yaml)]
+    proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    jobs = {job.rule: job for job in parse_jobs(proc.stdout) if job.rule.startswith("train_group_")}
+    assert groups and set(jobs) == set(groups)
+    train = paper["resources"]["train"]
+    for name, job in jobs.items():
+        students = len(groups[name].keys)
+        assert students == 2 and job.resources["gpu"] == "8", name
+        assert job.resources["cpus_per_gpu"] == str(train["cpus_per_gpu"]), name
+        assert job.resources["mem_mb"] == str(students * train["mem_mb"]), name
+        assert job.resources["runtime"] == str(students * train["runtime"]), name
+
+
 def test_two_seeds_double_the_phase_jobs(tmp_path):
     seeds = tmp_path / "seeds.yaml"
     seeds.write_text("seeds: [1, 2]\n")

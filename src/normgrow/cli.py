@@ -9,9 +9,10 @@
 - `python -m normgrow.cli preflight config.yaml configs/paper.yaml` compares the jobs' resources
   with the nodes `sinfo` reports, before anything is submitted (normgrow.preflight);
 - `python -m normgrow.cli trace config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` runs the
-  training step, the teacher check and the diagnostics on fake tensors at the config's real shapes
-  over a fake world of GPUs, and prints the measured peak memory beside the plan (normgrow.trace);
-  it exits 1 when the peak does not fit;
+  training step (of `--students` phases on one teacher forward, default resources.train.group_size),
+  the teacher check and the diagnostics on fake tensors at the config's real shapes over a fake
+  world of GPUs, and prints the measured peak memory beside the plan (normgrow.trace); it exits 1
+  when the peak does not fit;
 - `python -m normgrow.cli export results/phases/KEY OUT [--teacher T] [--tokenizer TOK]` writes a phase's
   student as a directory that `transformers.AutoModelForCausalLM.from_pretrained(OUT)` loads
   (normgrow.export; docs/workflow.md, Exporting a student); it exits 1, with one line, on a bad phase
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="plan without it whatever train.activation_checkpointing says")
     plan.add_argument("--teacher-config", help="a directory or hub id whose config.json describes the teacher "
                                                "(default: teacher.name)")
+    plan.add_argument("--students", type=int, help="students of one job on one teacher forward per batch "
+                                                   "(default: resources.train.group_size)")
     phases = commands.add_parser("phases", help="every run's phases, their directories and the runs sharing them")
     phases.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     preflight = commands.add_parser("preflight", help="do the jobs' resources fit the cluster's nodes (sinfo)?")
@@ -61,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     trace.add_argument("--gpu-gb", type=float, default=80.0)
     trace.add_argument("--rows", type=int, help="documents per rank (default: train.batch_size / gpus)")
     trace.add_argument("--no-search", action="store_true", help="skip the search for the largest batch that fits")
+    trace.add_argument("--students", type=int, help="students of one job on one teacher forward per batch "
+                                                    "(default: resources.train.group_size)")
+    trace.add_argument("--largest-group", action="store_true",
+                       help="also search the largest group of students that fits at --rows")
     trace.add_argument("--teacher-config", help="a directory or hub id whose config.json describes the teacher "
                                                 "(default: teacher.name)")
     trace.add_argument("--json", type=Path, help="also write the measurements to this file")
@@ -148,7 +155,7 @@ def print_plan(args) -> int:
 
     config = read_configs(args.configs)
     result = plan(config, teacher_config(config, args.teacher_config), args.gpus, args.gpu_gb,
-                  False if args.no_activation_checkpointing else None)
+                  False if args.no_activation_checkpointing else None, args.students)
     print(format_plan(result))
     return 0
 
@@ -180,7 +187,8 @@ def print_trace(args) -> int:
 
     config = read_configs(args.configs)
     result = trace(config, teacher_config(config, args.teacher_config), args.gpus or training_ranks(config),
-                   args.gpu_gb, args.rows, search=not args.no_search)
+                   args.gpu_gb, args.rows, search=not args.no_search, students=args.students,
+                   search_students=args.largest_group)
     print(format_trace(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

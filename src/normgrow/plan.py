@@ -2,20 +2,27 @@
 
 Parameter counts are exact for the layers of every supported teacher family (q/k/v/o projections,
 SwiGLU MLP, two layer norms, Qwen3's q/k RMSNorms, the family's biases), for a pre/post-norm student.
-Memory is an estimate per GPU for FSDP2 over `gpus` ranks:
+Memory is an estimate per GPU for FSDP2 over `gpus` ranks, for a job of `students` phases (a group
+on one teacher forward per batch, `resources.train.group_size`; one is a phase alone), whose
+students step one after the other on the same batch:
 - student trainable parameters (decoder blocks, boundary norm, LM head), sharded: fp32 weights
   (4 B), fp32 gradients (4 B) and AdamW moments (8 B) per parameter, divided by the ranks;
 - student embedding (frozen), sharded in fp32 (4 B per parameter, divided by the ranks);
+- the group's other students: their weights, AdamW moments and embedding, sharded (12 B per
+  trainable parameter and 4 B per embedding parameter, divided by the ranks); no gradients (each
+  optimizer step drops its student's) and no gathered weights (each backward reshards them);
 - weights gathered for compute, in the compute precision (`train.precision`; C = 2 B for bf16, 4 B
   for fp32): the root unit (embedding, head, boundary norm) for the whole step, and two decoder
   layers (the one computing and the one prefetched); none for one fp32 process (plain module);
 - teacher, replicated in `teacher.dtype` (T = 2 B per parameter in bf16, on every rank: inference
   only, no all-gathers);
+- the teacher's final hidden states at the N loss positions, T × N × H: computed once per batch and
+  kept until every student of the job has stepped (also by a phase alone: one code path);
 - the working set of the step's largest stage (they never coexist, so the peak takes the largest):
   - teacher forward: one layer's transients, T × tokens × (3·I + 4·H) (inference mode frees each
     layer's activations once the next has consumed them, and no KV cache is kept);
-  - the fused KD + CE, in the student's forward: the saved layer inputs (below), three (N × H)
-    hidden-state tensors at the N loss positions (student, its gradient, teacher), 6 fp32 tensors of
+  - the fused KD + CE, in the student's forward: the saved layer inputs (below), two (N × H)
+    hidden-state tensors at the N loss positions (the student's and its gradient), 6 fp32 tensors of
     chunk × V and the LM head's fp32 gradient accumulator (V × H × 4 B), instead of (N × V) logits;
   - backward: the saved activations and the head's gradient (C × V × H). With activation
     checkpointing (`train.activation_checkpointing`) the saved layer inputs are C × tokens × H per
@@ -64,12 +71,16 @@ def teacher_parameters(c) -> int:
     return v * h + c.num_hidden_layers * layer_parameters(c) + h + head
 
 
-def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_checkpointing: bool | None = None) -> dict:
-    """The plan of a validated `config` on `gpus` GPUs of `gpu_gb` GB; `activation_checkpointing`
-    overrides `train.activation_checkpointing`."""
+def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_checkpointing: bool | None = None,
+         students: int | None = None) -> dict:
+    """The plan of a validated `config` on `gpus` GPUs of `gpu_gb` GB for a job of `students` phases
+    (default: `resources.train.group_size`); `activation_checkpointing` overrides
+    `train.activation_checkpointing`."""
     s, t = config["student"], config["train"]
     if activation_checkpointing is None:
         activation_checkpointing = t["activation_checkpointing"]
+    if students is None:
+        students = config["resources"]["train"]["group_size"]
     compute = 2 if t["precision"] == "bfloat16" else 4  # bytes of a gathered weight and of an activation
     teacher_bytes = 4 if config["teacher"]["dtype"] == "float32" else 2
     counts = student_parameters(teacher_config, s["blocks"], s["layers_per_block"])
@@ -87,22 +98,26 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
                                                                  + 2 * layer_parameters(teacher_config))
     stages = {
         "teacher forward (one layer, inference)": teacher_bytes * tokens * (3 * i + 4 * h),
-        "KD + CE (saved inputs, fused loss)": saved + 3 * compute * positions * h + 6 * 4 * chunk * v + 4 * v * h,
+        "KD + CE (saved inputs, fused loss)": saved + 2 * compute * positions * h + 6 * 4 * chunk * v + 4 * v * h,
         "backward (saved inputs, one layer)": saved + compute * v * h + recomputed,
     }
     largest = max(stages, key=stages.get)
+    others = {f"other students × {students - 1} (weights, AdamW, sharded)": (students - 1) * (
+        12 * counts["trainable"] + 4 * counts["embedding"]) / gpus} if students > 1 else {}
     memory = {
         "student weights, grads, AdamW (sharded)": 16 * counts["trainable"] / gpus,
         "student embedding (fp32, sharded)": 4 * counts["embedding"] / gpus,
+        **others,
         f"gathered {t['precision']} weights (root unit, 2 layers)": gathered,
         f"teacher ({config['teacher']['dtype']}, replicated)": teacher_bytes * teacher_parameters(teacher_config),
+        "teacher hidden states (loss positions)": teacher_bytes * positions * h,
         "largest stage of the step (below)": stages[largest],
     }
     total = sum(memory.values())
     return {"parameters": {**counts, "teacher": teacher_parameters(teacher_config)},
             "memory_gb": {k: m / GB for k, m in memory.items()}, "total_gb": total / GB,
             "stages_gb": {k: m / GB for k, m in stages.items()},
-            "gpus": gpus, "gpu_gb": gpu_gb, "fits": total <= 0.9 * gpu_gb * GB,
+            "gpus": gpus, "gpu_gb": gpu_gb, "students": students, "fits": total <= 0.9 * gpu_gb * GB,
             "micro_batch_tokens": tokens, "tokens_per_phase_max": t["phase_steps"] * t["batch_size"]
             * config["data"]["max_length"], "naive_logits_gb": 4 * tokens * v / GB}
 
@@ -112,12 +127,13 @@ def format_plan(p: dict) -> str:
     lines = [f"parameters: student {counts['total'] / 1e9:.2f}B ({counts['trainable'] / 1e9:.2f}B trainable; "
              f"decoder {counts['decoder'] / 1e9:.2f}B, head {counts['head'] / 1e9:.2f}B, embedding "
              f"{counts['embedding'] / 1e9:.2f}B), teacher {counts['teacher'] / 1e9:.2f}B",
-             f"per GPU ({p['gpus']} × {p['gpu_gb']:g} GB), micro-batch {p['micro_batch_tokens']:,} tokens:"]
-    lines += [f"  {name:44} {gb:8.1f} GB" for name, gb in p["memory_gb"].items()]
+             f"per GPU ({p['gpus']} × {p['gpu_gb']:g} GB), micro-batch {p['micro_batch_tokens']:,} tokens, "
+             + ("one phase:" if p["students"] == 1 else f"a group of {p['students']} students on one teacher forward:")]
+    lines += [f"  {name:48} {gb:8.1f} GB" for name, gb in p["memory_gb"].items()]
     largest = max(p["stages_gb"].values())
-    lines += [f"    {name:42} {gb:8.1f} GB" + ("  ← largest" if gb == largest else "")
+    lines += [f"    {name:46} {gb:8.1f} GB" + ("  ← largest" if gb == largest else "")
               for name, gb in p["stages_gb"].items()]
-    lines += [f"  {'total':44} {p['total_gb']:8.1f} GB  → {'fits' if p['fits'] else 'does NOT fit'} "
+    lines += [f"  {'total':48} {p['total_gb']:8.1f} GB  → {'fits' if p['fits'] else 'does NOT fit'} "
               f"(≤ 90% of {p['gpu_gb']:g} GB)",
               f"  (full fp32 logits of one micro-batch would be {p['naive_logits_gb']:.1f} GB)",
               f"tokens per phase: at most {p['tokens_per_phase_max']:,}"]

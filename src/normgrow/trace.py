@@ -9,11 +9,16 @@ collectives do nothing, so FSDP2 shards, gathers and reduces exactly as on `gpus
 gradients, optimizer state, activations, temporaries, all-gather and reduce-scatter buffers).
 
 What is traced (`trace`):
-- training: one rank of a phase with every block active and trainable (the largest phase), built as
-  `train_phase` builds it — the teacher in `teacher.dtype` from its config (no weights), the student
-  by `BlockStackStudent.from_teacher`, `shard_student` (FSDP2, `train.precision`), `build_optimizer`,
-  `train.activation_checkpointing` — then two `training_step`s (the second has optimizer state) on
-  the longest batch the config allows: batch_size / gpus documents of max_length real tokens;
+- training: one rank of a job of `students` phases (a group on one teacher forward per batch,
+  `resources.train.group_size`; one is a phase alone) with every block active and trainable (the
+  largest phase), built as `train_phases` builds it — the teacher in `teacher.dtype` from its config
+  (no weights), each student by `BlockStackStudent.from_teacher`, `shard_student` (FSDP2,
+  `train.precision`), `build_optimizer`, `train.activation_checkpointing` — then two updates (the
+  second has optimizer state) on the longest batch the config allows: batch_size / gpus documents of
+  max_length real tokens. An update is what `GroupTrainer.step` does: one `teacher_hidden_states`
+  forward, then each student's `backward_step` and `optimizer_step` in turn, so the peak holds every
+  student's sharded weights and AdamW state, the teacher's hidden states at the loss positions and
+  one student's activations and gradients (the others' gradients are freed by their optimizer step);
 - the teacher check's forward (`causal_lm_ce_sum`, one GPU, the same rows) and the diagnostics'
   (`diagnose`'s forward with boundary streams and its block-removal CE, the fp32 student on one GPU,
   diag_docs × diag_max_length tokens).
@@ -23,22 +28,23 @@ Two differences from a real GPU, both in what the fake device can do on a CPU-on
   needs the CUDA runtime's streams. FSDP2 runs the same Python on either (CPU stream objects are
   no-ops), so bytes per category are the same; device placement is not checked here (the GPU tests
   do that);
-- AdamW is traced with its per-parameter (for-loop) implementation: the fused kernel the trainer
-  uses is in-place on a GPU, but its fake-DTensor trace allocates full-size temporaries it does not
-  (~17× the optimizer state). The for-loop keeps the same state (2 fp32 moments per sharded
-  parameter) plus one parameter's temporaries, so the traced peak is an upper bound by at most a
-  few of the largest shard's size.
+- AdamW's steps run outside the tracker (its state, 2 fp32 moments per sharded parameter, is
+  counted): the fused kernel the trainer uses is in place on a GPU, but its fake-DTensor trace
+  allocates full-size temporaries it does not (~17× the optimizer state). The tracker is left
+  before each student's step and entered again after it (the frees in between, such as the
+  gradients the step drops, are still recorded), and the peak is the largest of its segments.
 """
 
 from __future__ import annotations
 
 import time
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed.tensor import DTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -136,13 +142,33 @@ def snapshot(tracker) -> dict[str, float]:
     return {getattr(k, "value", k): v / GiB for k, v in peak.items()}
 
 
-def trace_training(config: dict, teacher_config, shape: Shape) -> dict:
-    """Peak memory of rank 0 over two training updates (see the module docstring)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+class GroupMemTracker(FSDPMemTracker):
+    """`FSDPMemTracker` over a group of FSDP roots, each with its optimizer: torch's tracker instruments
+    one root module and one optimizer (and its `track_external` does nothing), so this one walks a
+    container of every root (sharded parameters, gradients, buffers, FSDP hooks) and hooks every
+    optimizer (state, step). With one root it is `FSDPMemTracker(root, optimizer)`."""
 
+    def __init__(self, roots: list[torch.nn.Module], optimizers: list[torch.optim.Optimizer]):
+        super().__init__(roots[0], optimizers[0])
+        self._root_mod = torch.nn.ModuleList(roots)
+        self._optimizers = optimizers
+
+    def _instrument_optimizer(self) -> None:
+        handles: list = []
+        for optimizer in self._optimizers:
+            self._optm = optimizer
+            super()._instrument_optimizer()
+            handles += self._optimizer_hook_handles
+        self._optimizer_hook_handles = tuple(handles)
+
+
+def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1) -> dict:
+    """Peak memory of rank 0 over two updates of a group of `students` (see the module docstring)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from normgrow.forward import teacher_hidden_states
     from normgrow.student import BlockStackStudent
-    from normgrow.trainer import backward_step, build_optimizer, optimizer_step, training_step
+    from normgrow.trainer import backward_step, build_optimizer, optimizer_step
 
     s, t = config["student"], config["train"]
     training = Training.from_config(t)
@@ -152,26 +178,38 @@ def trace_training(config: dict, teacher_config, shape: Shape) -> dict:
     start = time.time()
     with fake_world(shape.gpus) as (ranks, mesh), FakeTensorMode(allow_non_fake_inputs=True):
         teacher = fake_teacher(teacher_config, config["teacher"]["dtype"], s["attn_implementation"])
-        student = BlockStackStudent.from_teacher(teacher, "pre", s["blocks"], s["layers_per_block"], 0,
-                                                 s["attn_implementation"])
-        student.activation_checkpointing = t["activation_checkpointing"]
-        student.set_trainable(list(range(s["blocks"])))
-        student.train()
-        shard_student(student, ranks, training.precision, mesh)
-        optimizer = build_optimizer(student, training)
+        group = []
+        for _ in range(students):
+            student = BlockStackStudent.from_teacher(teacher, "pre", s["blocks"], s["layers_per_block"], 0,
+                                                     s["attn_implementation"])
+            student.activation_checkpointing = t["activation_checkpointing"]
+            student.set_trainable(list(range(s["blocks"])))
+            student.train()
+            shard_student(student, ranks, training.precision, mesh)
+            group.append((student, build_optimizer(student, training)))
         objective = Objective(**config["objective"])
-        # update 1, untracked: FSDP's lazy initialisation and AdamW's state
-        training_step(student, teacher, optimizer, rows, objective, training.grad_clip, t["loss_chunk"],
-                      ranks.world, normalizer, targets=targets)
-        tracker = FSDPMemTracker(student, optimizer)
-        tracker.track_external(teacher)
-        with tracker, largest:  # update 2: forward and backward with the optimizer state in memory
-            backward_step(student, teacher, rows, objective, t["loss_chunk"], ranks.world, normalizer, targets)
-        peak = snapshot(tracker)
-        optimizer_step(optimizer, training.grad_clip)  # in place: no memory beyond the state (see above)
+        tracker = GroupMemTracker([student for student, _ in group], [optimizer for _, optimizer in group])
+
+        def update(tracked: bool) -> list[dict[str, float]]:
+            """One update of the group, as `GroupTrainer.step` makes it; `tracked`: each student's forward
+            and backward (the first's with the teacher forward) under the tracker, and their peaks."""
+            peaks, teacher_hidden = [], None
+            for student, optimizer in group:
+                with tracker if tracked else nullcontext(), largest if tracked else nullcontext():
+                    if teacher_hidden is None:
+                        teacher_hidden = teacher_hidden_states(teacher, rows, targets[0])
+                    backward_step(student, teacher, rows, objective, t["loss_chunk"], ranks.world, normalizer,
+                                  targets, teacher_hidden=teacher_hidden)
+                if tracked:
+                    peaks.append(snapshot(tracker))
+                optimizer_step(optimizer, training.grad_clip)  # outside the tracker (see the module docstring)
+            return peaks
+
+        update(tracked=False)  # update 1: FSDP's lazy initialisation and AdamW's state
+        peaks = update(tracked=True)  # update 2: with every student's optimizer state in memory
         teacher_gib = module_gib(teacher)
-    return {"peak_gib": peak, "teacher_gib": teacher_gib, "largest_tensor": largest.largest,
-            "seconds": time.time() - start}
+    return {"peak_gib": max(peaks, key=lambda peak: peak["Total"]), "teacher_gib": teacher_gib,
+            "largest_tensor": largest.largest, "students": students, "seconds": time.time() - start}
 
 
 def trace_one_gpu(config: dict, teacher_config, rows: int) -> dict:
@@ -209,40 +247,44 @@ def module_gib(module: torch.nn.Module) -> float:
 
 
 def trace(config: dict, teacher_config, gpus: int, gpu_gb: float, rows: int | None = None,
-          search: bool = True) -> dict:
-    """The training trace at `rows` documents per rank (default: the config's batch_size / gpus),
-    the one-GPU traces, the plan beside them, and (with `search`) the largest per-rank batch whose
-    traced peak fits in 90% of `gpu_gb` GB (the plan's margin: the CUDA context, NCCL's buffers
-    and allocator fragmentation are not traced)."""
+          search: bool = True, students: int | None = None, search_students: bool = False) -> dict:
+    """The training trace of a job of `students` phases (default: `resources.train.group_size`) at
+    `rows` documents per rank (default: the config's batch_size / gpus), the one-GPU traces, the plan
+    beside them, and (with `search`) the largest per-rank batch whose traced peak fits in 90% of
+    `gpu_gb` GB (the plan's margin: the CUDA context, NCCL's buffers and allocator fragmentation are
+    not traced); with `search_students`, the largest group that fits at `rows`."""
     from normgrow.plan import plan
 
     tokens = config["data"]["max_length"]
     rows = rows or max(1, config["train"]["batch_size"] // gpus)
+    students = students or config["resources"]["train"]["group_size"]
     budget = 0.9 * gpu_gb * 1e9 / GiB
 
-    def training_gib(r: int) -> float:
-        result = trace_training(config, teacher_config, Shape(gpus, r, tokens))
+    def training_gib(r: int, n: int = students) -> float:
+        result = trace_training(config, teacher_config, Shape(gpus, r, tokens), n)
         return result["peak_gib"]["Total"] + result["teacher_gib"]
 
     start = time.time()
-    training = trace_training(config, teacher_config, Shape(gpus, rows, tokens))
+    training = trace_training(config, teacher_config, Shape(gpus, rows, tokens), students)
     total = training["peak_gib"]["Total"] + training["teacher_gib"]
     one_gpu = trace_one_gpu(config, teacher_config, rows)
-    result = {"gpus": gpus, "gpu_gb": gpu_gb, "rows": rows, "tokens": tokens, "training": training,
-              "training_total_gib": total, "one_gpu": one_gpu,
+    result = {"gpus": gpus, "gpu_gb": gpu_gb, "rows": rows, "tokens": tokens, "students": students,
+              "training": training, "training_total_gib": total, "one_gpu": one_gpu,
               "plan_gb": plan({**config, "train": {**config["train"], "batch_size": rows * gpus}}, teacher_config,
-                              gpus, gpu_gb)["total_gb"],
+                              gpus, gpu_gb, students=students)["total_gb"],
               "fits": total <= budget and all(j["weights"] + j["working set"] <= budget for j in one_gpu.values())}
     if search:
         result["largest_rows"] = largest_fitting(training_gib, budget, rows, total)
+    if search_students:
+        result["largest_group"] = largest_fitting(lambda n: training_gib(rows, n), budget, students, total)
     result["seconds"] = time.time() - start
     return result
 
 
-def largest_fitting(peak_gib, budget_gib: float, rows: int, peak_at_rows: float) -> int:
-    """The largest per-rank row count r with peak_gib(r) ≤ budget_gib (0 if even 1 row does not
-    fit): doubling from `rows`, then bisection; the peak grows with r."""
-    low, high = (rows, None) if peak_at_rows <= budget_gib else (0, rows)
+def largest_fitting(peak_gib, budget_gib: float, start: int, peak_at_start: float) -> int:
+    """The largest count n (documents per rank, or students) with peak_gib(n) ≤ budget_gib (0 if even
+    1 does not fit): doubling from `start`, then bisection; the peak grows with n."""
+    low, high = (start, None) if peak_at_start <= budget_gib else (0, start)
     while high is None:
         if peak_gib(2 * low) <= budget_gib:
             low *= 2
@@ -256,8 +298,10 @@ def largest_fitting(peak_gib, budget_gib: float, rows: int, peak_at_rows: float)
 
 def format_trace(t: dict) -> str:
     training, gib = t["training"], t["training_total_gib"]
+    group = ("one phase" if t["students"] == 1 else
+             f"a group of {t['students']} students on one teacher forward per batch")
     lines = [f"training step traced on fake {t['gpus']} × {t['gpu_gb']:g} GB, {t['rows']} documents × "
-             f"{t['tokens']:,} tokens per rank; peak of rank 0 by category (GiB):"]
+             f"{t['tokens']:,} tokens per rank, {group}; peak of rank 0 by category (GiB):"]
     lines += [f"  {name:28} {value:8.2f}" for name, value in training["peak_gib"].items()
               if name != "Total" and value >= 0.005]
     lines += [f"  {'teacher weights (replicated)':28} {training['teacher_gib']:8.2f}",
@@ -275,5 +319,8 @@ def format_trace(t: dict) -> str:
     if "largest_rows" in t:
         lines.append(f"largest per-rank batch that fits: {t['largest_rows']} documents × {t['tokens']:,} tokens "
                      f"(train.batch_size ≤ {t['largest_rows'] * t['gpus']} on {t['gpus']} GPUs)")
+    if "largest_group" in t:
+        lines.append(f"largest group that fits: {t['largest_group']} students at {t['rows']} documents per rank "
+                     f"(resources.train.group_size ≤ {t['largest_group']})")
     lines.append(f"traced in {t['seconds']:.0f} s")
     return "\n".join(lines)
