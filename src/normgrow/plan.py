@@ -16,13 +16,15 @@ students step one after the other on the same batch:
   layers (the one computing and the one prefetched); none for one fp32 process (plain module);
 - teacher, replicated in `teacher.dtype` (T = 2 B per parameter in bf16, on every rank: inference
   only, no all-gathers);
-- the teacher's final hidden states at the N loss positions, T × N × H: computed once per batch and
-  kept until every student of the job has stepped (also by a phase alone: one code path);
+- in a group, the teacher's final hidden states at the N loss positions, T × N × H: computed once
+  per batch and kept until every student of the job has stepped (a phase alone computes them inside
+  its step and frees them with the loss, before backward: the KD + CE stage below);
 - the working set of the step's largest stage (they never coexist, so the peak takes the largest):
   - teacher forward: one layer's transients, T × tokens × (3·I + 4·H) (inference mode frees each
     layer's activations once the next has consumed them, and no KV cache is kept);
   - the fused KD + CE, in the student's forward: the saved layer inputs (below), two (N × H)
-    hidden-state tensors at the N loss positions (the student's and its gradient), 6 fp32 tensors of
+    hidden-state tensors at the N loss positions (the student's and its gradient; and the teacher's,
+    for a phase alone), 6 fp32 tensors of
     chunk × V and the LM head's fp32 gradient accumulator (V × H × 4 B), instead of (N × V) logits;
   - backward: the saved activations and the head's gradient (C × V × H). With activation
     checkpointing (`train.activation_checkpointing`) the saved layer inputs are C × tokens × H per
@@ -98,7 +100,8 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
                                                                  + 2 * layer_parameters(teacher_config))
     stages = {
         "teacher forward (one layer, inference)": teacher_bytes * tokens * (3 * i + 4 * h),
-        "KD + CE (saved inputs, fused loss)": saved + 2 * compute * positions * h + 6 * 4 * chunk * v + 4 * v * h,
+        "KD + CE (saved inputs, fused loss)": saved + (2 + (students == 1)) * compute * positions * h
+        + 6 * 4 * chunk * v + 4 * v * h,
         "backward (saved inputs, one layer)": saved + compute * v * h + recomputed,
     }
     largest = max(stages, key=stages.get)
@@ -110,7 +113,7 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
         **others,
         f"gathered {t['precision']} weights (root unit, 2 layers)": gathered,
         f"teacher ({config['teacher']['dtype']}, replicated)": teacher_bytes * teacher_parameters(teacher_config),
-        "teacher hidden states (loss positions)": teacher_bytes * positions * h,
+        **({"teacher hidden states (loss positions)": teacher_bytes * positions * h} if students > 1 else {}),
         "largest stage of the step (below)": stages[largest],
     }
     total = sum(memory.values())

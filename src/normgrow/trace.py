@@ -196,7 +196,7 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
             peaks, teacher_hidden = [], None
             for student, optimizer in group:
                 with tracker if tracked else nullcontext(), largest if tracked else nullcontext():
-                    if teacher_hidden is None:
+                    if teacher_hidden is None and students > 1:  # a student alone runs the teacher in its step
                         teacher_hidden = teacher_hidden_states(teacher, rows, targets[0])
                     backward_step(student, teacher, rows, objective, t["loss_chunk"], ranks.world, normalizer,
                                   targets, teacher_hidden=teacher_hidden)

@@ -278,7 +278,8 @@ class GroupTrainer:
                                    "its phase does not belong to this group")
         rows = self.ranks.rows(batch, self.pad_id)
         targets = positions_and_labels(rows)
-        teacher_hidden = teacher_hidden_states(self.teacher, rows, targets[0])
+        # one teacher forward for all; a student alone runs it inside its step, which frees it before backward
+        teacher_hidden = teacher_hidden_states(self.teacher, rows, targets[0]) if len(live) > 1 else None
         normalizer = int(loss_positions(batch.attention_mask).sum())
         still = []
         for member in live:
