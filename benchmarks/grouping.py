@@ -19,9 +19,7 @@ an upper bound), the teacher's forward once per phase alone and once per group g
 student's forward and backward always. GPU-hours assume an MFU (`--mfu`, default 0.4) of the H100's
 dense bf16 peak: only the ratio is a measurement of the DAG.
 
-`--share-upstream` copies the alone run's data and teacher (their files, Snakemake's records and
-benchmark files) into the grouped run's directory instead of rebuilding them: identical jobs, run
-once, counted in both sums. `--alone DIR` takes a finished alone run's directory (phases alone, the
+`--alone DIR` takes a finished alone run's directory (phases alone, the
 same configuration) instead of running it; its wall time is the one its Snakemake log reports.
 
 With `--write DOC` the results go into DOC's block marked with this command (benchmarks/docs_block.py).
@@ -32,7 +30,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,7 +41,6 @@ import run_time
 
 REPO = Path(__file__).resolve().parents[1]
 H100_BF16_TFLOPS = 989.4
-UPSTREAM = ("results/data", "results/teacher", "logs/benchmarks/data", "logs/benchmarks/teacher", ".snakemake/metadata")
 
 
 def run_workflow(workdir: Path, configfiles: list[str], group_size: int, cores: int, phases_only: bool) -> dict:
@@ -75,13 +71,6 @@ def snakemake_seconds(workdir: Path) -> float:
     """The wall time Snakemake reported for a finished run ('Elapsed time: H:MM:SS.ffffff')."""
     hours, minutes, seconds = run_time.elapsed(workdir).split(":")
     return 3600 * int(hours) + 60 * int(minutes) + float(seconds)
-
-
-def share_upstream(alone: Path, grouped: Path) -> None:
-    """The alone run's data and teacher, with their records and benchmark files, into `grouped`."""
-    for part in UPSTREAM:
-        if (alone / part).exists():
-            shutil.copytree(alone / part, grouped / part, symlinks=True)
 
 
 def digests(workdir: Path, phases_only: bool) -> dict[str, str]:
@@ -153,8 +142,7 @@ def markdown(configfiles: list[str], group_size: int, runs: dict, same: bool, di
              mfu: float) -> list[str]:
     alone, grouped = runs[1], runs[group_size]
     lines = [f"Workflow `{' + '.join(configfiles)}`, `--cores {runs['cores']}`"
-             f"{', phases only' if runs['phases_only'] else ''}: every phase alone vs groups of ≤ {group_size}"
-             f"{' (data and teacher built once, by the alone run)' if runs['shared'] else ''}",
+             f"{', phases only' if runs['phases_only'] else ''}: every phase alone vs groups of ≤ {group_size}",
              "", "| | alone | grouped | grouped / alone |", "|---|---:|---:|---:|",
              f"| training jobs | {alone['train_jobs']} | {grouped['train_jobs']} | |"]
     for key, name in (("wall", "wall time (s)"), ("cpu", "CPU time, all jobs (s)"),
@@ -178,23 +166,19 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--phases-only", action="store_true", help="train the phases only (no diagnostics, tables)")
     parser.add_argument("--mfu", type=float, default=0.4, help="the MFU assumed for GPU-hours")
-    parser.add_argument("--share-upstream", action="store_true", help="the grouped run reuses the alone run's data "
-                                                                      "and teacher")
     parser.add_argument("--alone", type=Path, help="a finished run of the same configuration, phases alone")
     docs_block.add_write_option(parser, "results")
     args = parser.parse_args(argv)
     command = docs_block.checked_command(parser, args, __file__, argv)
     flops = paper_flops(args.group_size)
     root = Path(tempfile.mkdtemp(prefix="grouping-"))
-    runs, files = {"cores": args.cores, "phases_only": args.phases_only, "shared": args.share_upstream}, {}
+    runs, files = {"cores": args.cores, "phases_only": args.phases_only}, {}
     for size in (1, args.group_size):
         workdir = args.alone if size == 1 and args.alone else root / f"group{size}"
         if workdir == args.alone:
             runs[size] = measured(workdir, snakemake_seconds(workdir))
         else:
             workdir.mkdir()
-            if size > 1 and args.share_upstream:
-                share_upstream(args.alone or root / "group1", workdir)
             runs[size] = run_workflow(workdir, args.configfile, size, args.cores, args.phases_only)
         files[size] = digests(workdir, args.phases_only)
         print(f"group size {size}: {runs[size]}", flush=True)
