@@ -89,6 +89,7 @@ def test_renaming_every_run_changes_no_table_or_verdict(ci_workdir, tmp_path):
             diagnostics.append(out / f"diag{len(diagnostics)}.json")
             diagnostics[-1].write_text(json.dumps(report))
         build_paper(out / "paper", metrics, diagnostics, json.loads((results / "teacher" / "check.json").read_text()),
+                    json.loads((results / "teacher" / "probe.json").read_text()),
                     json.loads((results / "data" / "tokens" / "meta.json").read_text()), renamed,
                     results / "provenance" / "versions.tsv")
         return out / "paper"

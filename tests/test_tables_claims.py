@@ -230,6 +230,13 @@ def test_kurtosis_and_structural_token_claims():
     # heavier-tailed, but only 5× post-norm's kurtosis: short of the claim's 10×
     five_times = claims_for(pre=[(119, 7.1, 900), (425, 11.5, 20)], post=[(2.4, 2.3, 5), (2.45, 2.40, 4)])
     assert five_times["pre-norm"].verdict == DISAGREES
+    # the right direction at a fraction of the paper's magnitude (the embedded default before
+    # 2026-12-02: structural/regular 1.19, kurtosis 5 against post's 0.4): judged by magnitude, not sign
+    trace = claims_for(pre=[(0.11, 0.10, 4.0), (0.121, 0.102, 5.1)], post=[(1.0, 1.0, 0.4), (1.0, 1.0, 0.4)])
+    assert trace["pre-norm"].verdict == DISAGREES and trace["scale"].verdict == DISAGREES
+    # a quarter of the paper's magnitude and more agrees
+    quarter = claims_for(pre=[(40, 4.0, 100), (99, 10.0, 650)], post=[(1.0, 1.0, 5), (1.0, 1.0, 5)])
+    assert quarter["pre-norm"].verdict == AGREES and quarter["scale"].verdict == AGREES
 
 
 def test_placements_table_and_figure_against_pre_norm(tmp_path):

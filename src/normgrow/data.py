@@ -1,7 +1,8 @@
 """Corpus, splits, tokenizer, tokenized documents and the training-document iterator.
 
-Every document is tokenized on its own, followed by the document-boundary token, truncated to
-`max_length` and never packed with another; batches are right-padded to their longest sequence.
+Every document is tokenized on its own, its document-boundary token placed as `data.boundary_position`
+says (`layout_document`), cut to `max_length` and never packed with another; batches are right-padded
+to their longest sequence.
 
 The iterator of a run reads *positions*; a position maps to a training-document index:
 - in `shard` mode, position p reads the shard (the first `shard_docs` documents) in epochs, each
@@ -139,32 +140,66 @@ def boundary_id(tokenizer, boundary_token: str) -> int:
     return vocabulary[boundary_token]
 
 
-def tokenize_documents(tokenizer, texts: list[str], boundary: int, max_length: int) -> tuple[list[list[int]], int]:
-    """Token ids of every document on its own: text tokens + boundary token, truncated to
-    `max_length`. Returns the sequences and how many were truncated."""
+BOUNDARY_POSITIONS = ("start", "end", "both", "truncated-end")
+
+
+def layout_document(ids: list[int], boundary: int, max_length: int, position: str) -> tuple[list[int], bool]:
+    """One document's token ids with its boundary token(s) at `position` (config
+    `data.boundary_position`), at most `max_length` tokens; returns (ids, whether text was cut).
+
+    - `start`: the boundary token, then the text (the boundary at position 0 of every document);
+    - `end`: the text, then the boundary token; the text is cut first, so the boundary is never lost;
+    - `both`: boundary, text, boundary; the text is cut first;
+    - `truncated-end`: the text and the boundary token cut together to `max_length` (the boundary
+      is lost in every document that reaches the cap; the paper's App. C wording, "tokenized
+      independently, truncated to 8192 tokens").
+    """
+    if position == "truncated-end":
+        ids = ids + [boundary]
+        return ids[:max_length], len(ids) > max_length
+    before, after = {"start": (1, 0), "end": (0, 1), "both": (1, 1)}[position]
+    room = max_length - before - after
+    if room < 1:
+        raise ValueError(f"data.max_length {max_length} leaves no room for text with data.boundary_position "
+                         f"{position!r}")
+    return [boundary] * before + ids[:room] + [boundary] * after, len(ids) > room
+
+
+def tokenize_documents(tokenizer, texts: list[str], boundary: int, max_length: int,
+                       position: str = "truncated-end") -> tuple[list[list[int]], int]:
+    """Token ids of every document on its own, laid out by `layout_document`. Returns the sequences
+    and how many documents had text cut."""
     encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
     sequences, truncated = [], 0
     for ids in encoded:
-        ids = ids + [boundary]
-        if len(ids) > max_length:
-            truncated += 1
-            ids = ids[:max_length]
+        ids, cut = layout_document(ids, boundary, max_length, position)
+        truncated += cut
         sequences.append(ids)
     return sequences, truncated
 
 
 def tokenize_corpus(tokenizer, texts: Iterable[str], boundary: int, max_length: int, summary: dict,
-                    batch_size: int = 1000) -> Iterator[list[int]]:
+                    batch_size: int = 1000, position: str = "truncated-end") -> Iterator[list[int]]:
     """`tokenize_documents` over `texts`, `batch_size` documents at a time, yielding sequences; adds
-    `documents`, `tokens` and `truncated_documents` to `summary` as it goes."""
-    for key in ("documents", "tokens", "truncated_documents"):
+    to `summary` as it goes: `documents`, `tokens`, `truncated_documents`, and where the boundary
+    tokens sit (`boundary_tokens`, `documents_with_boundary`, `boundary_at_start`, `boundary_at_end`:
+    documents whose first / last token is the boundary token)."""
+    counts = ("documents", "tokens", "truncated_documents", "boundary_tokens", "documents_with_boundary",
+              "boundary_at_start", "boundary_at_end")
+    for key in counts:
         summary.setdefault(key, 0)
     texts = iter(texts)
     while batch := list(itertools.islice(texts, batch_size)):
-        sequences, truncated = tokenize_documents(tokenizer, batch, boundary, max_length)
+        sequences, truncated = tokenize_documents(tokenizer, batch, boundary, max_length, position)
         summary["documents"] += len(sequences)
         summary["tokens"] += sum(map(len, sequences))
         summary["truncated_documents"] += truncated
+        for ids in sequences:
+            held = ids.count(boundary)
+            summary["boundary_tokens"] += held
+            summary["documents_with_boundary"] += held > 0
+            summary["boundary_at_start"] += ids[0] == boundary
+            summary["boundary_at_end"] += ids[-1] == boundary
         yield from sequences
 
 

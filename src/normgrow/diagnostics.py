@@ -6,7 +6,8 @@ Definitions (h is the residual stream, a (B, T, H) tensor; "real" = attention_ma
 - boundary b: the stream entering block 0 (b = 0, after N_entry for post-norm) and leaving block
   b−1 (b = 1..active blocks; for pre-norm before N_final);
 - RMS statistics of a set of tokens: mean, standard deviation across tokens (population, ddof 0),
-  max, and Pearson kurtosis E[(x−μ)⁴]/σ⁴ (3 for a normal distribution);
+  max, median, and Pearson kurtosis E[(x−μ)⁴]/σ⁴ (3 for a normal distribution; over n tokens it
+  cannot exceed n − 2 + 1/(n − 1), so the paper's > 2,400 needs a batch of more than 2,400 tokens);
 - structural tokens: special tokens (the document-boundary token and any other special id) and the
   first position of every sequence; regular tokens: all other real tokens;
 - block removal of block l: ΔCE_l = CE(block l bypassed) − CE(full), next-token CE over the batch's
@@ -39,9 +40,10 @@ def kurtosis(x: torch.Tensor) -> float:
 
 def rms_stats(values: torch.Tensor) -> dict[str, float]:
     if values.numel() == 0:
-        return {"mean": math.nan, "std": math.nan, "max": math.nan, "kurtosis": math.nan, "count": 0}
+        return {"mean": math.nan, "std": math.nan, "max": math.nan, "median": math.nan, "kurtosis": math.nan,
+                "count": 0}
     return {"mean": float(values.mean()), "std": float(values.std(unbiased=False)), "max": float(values.max()),
-            "kurtosis": kurtosis(values), "count": int(values.numel())}
+            "median": float(values.median()), "kurtosis": kurtosis(values), "count": int(values.numel())}
 
 
 def structural_mask(batch: Batch, special_ids: list[int]) -> torch.Tensor:

@@ -54,6 +54,7 @@ rule paper:
         block_removal="results/metrics/block_removal.csv",
         diagnostics=all_diagnostics(),
         teacher_check="results/teacher/check.json",
+        teacher_probe="results/teacher/probe.json",
         tokens="results/data/tokens",
         versions=rules.provenance.output.versions,  # the report's software; and every results/paper reportable
     output:

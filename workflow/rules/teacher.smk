@@ -43,3 +43,27 @@ rule check_teacher:
         "../../envs/normgrow.yaml"
     script:
         "../scripts/check_teacher.py"
+
+
+# The teacher's massive activations on the diagnostic batch (normgrow.probe): per layer, max/median and
+# structural/regular token RMS and the attention on structural tokens; the report's preconditions.
+rule probe_teacher:
+    input:
+        teacher=teacher_input(),
+        tokens="results/data/tokens",
+    output:
+        "results/teacher/probe.json",
+    params:
+        teacher=teacher_param,
+        dtype=config["teacher"]["dtype"],
+    threads: config["threads"]
+    log:
+        "logs/teacher/probe.log",
+    benchmark:
+        "logs/benchmarks/teacher/probe.tsv"
+    resources:
+        **job_resources(config, "model"),
+    conda:
+        "../../envs/normgrow.yaml"
+    script:
+        "../scripts/probe_teacher.py"

@@ -22,6 +22,15 @@ from normgrow.paper.reference import paper_reference
 from normgrow.paper.stats import mean_ci
 
 AGREES, DISAGREES, INCONCLUSIVE = "agrees", "disagrees", "inconclusive"
+
+# The mechanism claims are judged by magnitude as well as direction: an effect must reach at least a
+# quarter of the paper's (a factor of four either way is what separates "the same phenomenon at a smaller
+# scale" from "a trace of it"). The paper's magnitudes, as thresholds (its numbers, displayed, are in
+# reference.yaml):
+MAGNITUDE_SHARE = 0.25
+PAPER_KURTOSIS = 2400            # Fig. A1: pre-norm's per-token RMS kurtosis "> 2400"
+PAPER_STRUCTURAL_RATIO = 37.0    # Fig. 5a: pre-norm document-boundary / regular RMS at the end, 425 / 11.5
+PAPER_DRIFT = 19.98 / 5.81       # Fig. 4: pre-norm's per-token RMS std after block 0, last / first checkpoint
 NOT_CHECKED = "not checked"  # the configuration did not build what the claim needs
 
 
@@ -62,6 +71,11 @@ def equivalence_verdict(values: pd.Series, margin: float) -> str:
     if low > margin or high < -margin:
         return DISAGREES
     return INCONCLUSIVE
+
+
+def at_least(values: pd.Series, floor: float) -> str:
+    """The sign verdict of "values ≥ floor" (values − floor > 0)."""
+    return sign_verdict(pd.Series(values, dtype=float) - floor, negative=False)
 
 
 def combine(verdicts: list[str]) -> str:
@@ -153,34 +167,41 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
             by_seed = rows.groupby("seed")["std"]
             growth[run] = by_seed.last() / by_seed.first()
         drift = growth["pre-grow"] - growth["post-grow"]
+        floor = 1 + MAGNITUDE_SHARE * (PAPER_DRIFT - 1)
         claims.append(Claim("scale drift: per-token RMS std after block 0 grows more for pre-grow than post-grow "
-                            "(ratio last/first checkpoint)", paper["drift"],
+                            f"(ratio last/first checkpoint), pre's growth ≥ ×{floor:.2f} (a quarter of the paper's "
+                            "rise)", paper["drift"],
                             f"pre ×{growth['pre-grow'].mean():.2f}, post ×{growth['post-grow'].mean():.2f}",
-                            sign_verdict(drift, negative=False), seeds))
+                            combine([sign_verdict(drift, negative=False), at_least(growth["pre-grow"], floor)]),
+                            seeds))
         claims += diagnostic_claims(rms, paper, seeds)
     return claims
 
 
 def diagnostic_claims(rms: pd.DataFrame, paper: dict, seeds: int) -> list[Claim]:
-    """Claims on the boundary RMS of the grow runs' checkpoints (Fig. A1 and Fig. 5a):
+    """Claims on the boundary RMS of the grow runs' checkpoints (Fig. A1 and Fig. 5a), each judged by
+    direction and by magnitude (at least MAGNITUDE_SHARE of the paper's):
 
     - kurtosis: the largest Pearson kurtosis of the per-token RMS over the block boundaries (after
       blocks 0..K−1) at the final checkpoint; the paper reports > 2,400 for pre-norm. Checked as
-      pre-norm's at least 10× post-norm's (log10 of the ratio − 1 > 0);
+      pre-norm's at least 10× post-norm's (log10 of the ratio − 1 > 0) and at least a quarter of
+      2,400 (a diagnostic batch of n tokens bounds it by about n: normgrow.paper.preconditions);
     - structural concentration, after block 0: the ratio of the mean RMS of structural tokens to
       regular tokens (paper at the end: pre 425 / 11.5 ≈ 37, post 2.45 / 2.40 ≈ 1.0). Checked as
-      pre-norm's ratio above post-norm's, and pre-norm's structural RMS growing from the first to
-      the last checkpoint (paper 119 → 425).
+      pre-norm's ratio above post-norm's and at least a quarter of 37, and pre-norm's structural RMS
+      growing from the first to the last checkpoint (paper 119 → 425).
     """
     grow = rms[rms["run"].isin(["pre-grow", "post-grow"])]
     final = grow[grow["global_step"] == grow.groupby(["run", "seed"])["global_step"].transform("max")]
     blocks = final[(final["tokens"] == "all") & (final["boundary"] >= 1)]
     kurt = {run: blocks[blocks["run"] == run].groupby("seed")["kurtosis"].max() for run in ("pre-grow", "post-grow")}
     excess = np.log10(kurt["pre-grow"] / kurt["post-grow"]) - 1
+    kurtosis_floor = MAGNITUDE_SHARE * PAPER_KURTOSIS
     claims = [Claim("pre-norm per-token RMS far heavier-tailed: its largest boundary kurtosis (Pearson) at the "
-                    "end ≥ 10× post-norm's", paper["kurtosis"],
+                    f"end ≥ 10× post-norm's and ≥ {kurtosis_floor:,.0f}", paper["kurtosis"],
                     f"pre {kurt['pre-grow'].mean():.1f}, post {kurt['post-grow'].mean():.1f}",
-                    sign_verdict(excess, negative=False), seeds)]
+                    combine([sign_verdict(excess, negative=False), at_least(kurt["pre-grow"], kurtosis_floor)]),
+                    seeds)]
     after0 = grow[grow["boundary"] == 1].set_index(["run", "seed", "global_step", "tokens"])["mean"]
 
     def ratio(run: str) -> pd.Series:
@@ -191,10 +212,12 @@ def diagnostic_claims(rms: pd.DataFrame, paper: dict, seeds: int) -> list[Claim]
     structural = after0.loc["pre-grow"].xs("structural", level="tokens").groupby("seed")
     rise = structural.last() / structural.first() - 1
     pre_ratio, post_ratio = ratio("pre-grow"), ratio("post-grow")
+    ratio_floor = MAGNITUDE_SHARE * PAPER_STRUCTURAL_RATIO
     claims.append(Claim("scale concentrates on structural tokens in pre-norm (structural/regular RMS after block 0 "
-                        "above post-norm's; pre's structural RMS rises across growth)", paper["structural"],
+                        f"above post-norm's and ≥ {ratio_floor:.2f}; pre's structural RMS rises across growth)",
+                        paper["structural"],
                         f"ratio pre {pre_ratio.mean():.2f}, post {post_ratio.mean():.2f}; pre structural "
                         f"×{1 + rise.mean():.2f}",
                         combine([sign_verdict(pre_ratio - post_ratio, negative=False),
-                                 sign_verdict(rise, negative=False)]), seeds))
+                                 at_least(pre_ratio, ratio_floor), sign_verdict(rise, negative=False)]), seeds))
     return claims

@@ -14,6 +14,7 @@ import yaml
 from normgrow.paper import figures
 from normgrow.paper.claims import NOT_CHECKED, check_claims
 from normgrow.paper.document import STATUSES, Block, Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
+from normgrow.paper.preconditions import massive_activations_table, preconditions
 from normgrow.paper.provenance import key_versions, read_versions
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import leaves_regime, regime
@@ -99,11 +100,11 @@ def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Pa
     return paths
 
 
-def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], teacher: dict, data: dict,
-                config: dict, versions: Path) -> None:
+def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], teacher: dict, probe: dict,
+                data: dict, config: dict, versions: Path) -> None:
     """Every table, figure and the report into `out`, from the collected `metrics`, the checkpoints'
-    `diagnostics`, the teacher check, the token metadata, the science config and rule `provenance`'s
-    versions.tsv."""
+    `diagnostics`, the teacher check and probe (normgrow.probe), the token metadata, the science config
+    and rule `provenance`'s versions.tsv."""
     out.mkdir(parents=True, exist_ok=True)
     roles = run_roles(config)  # tables, claims and figures pick runs by role, not by name
     frames = {name: by_role(read_metric(path), roles) for name, path in metrics.items()}
@@ -115,9 +116,8 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     figure_paths = draw_figures(out, frames, results, diagnostics, roles)
     margin = config["report"]["equivalence_margin"]
     claims = check_claims(results, frames["boundary_rms"], margin)
-    properties = regime(config, teacher, data, frames["phases"], paper_reference()["regime"])
     context = {"scale": scale_summary(config, teacher, data), "far": is_far_from_paper(config),
-               "regime": properties, "outside": leaves_regime(properties), "not_built": not_built,
+               **regime_context(config, teacher, probe, data, results), "not_built": not_built,
                "claims": claims, "margin": margin, "tables": tables,
                "schematics": [p for p in setup_paths if p.suffix == ".png"],
                "figures": [p for p in figure_paths if p.suffix == ".png"], "config": config,
@@ -135,20 +135,60 @@ SCALE_WARNING = ("This run is far smaller than the paper's setting (see the scal
                  "paper's values, and verdicts below describe this run only.")
 VERDICT_NOTE = ("Verdicts: with several seeds, decided by the 95% interval of the paired difference; with one "
                 "seed, by the point estimate (no significance). Equivalence margin m = {margin} nats.")
-REGIME_NOTE = ("The properties that make a run speak to the paper's claims (normgrow.paper.regime), measured on this "
-               "run; a property with a condition is in or out of the paper's regime.")
-OUTSIDE_NOTE = ("This run leaves the paper's regime ({names}): its verdicts describe this run only and cannot "
+REGIME_NOTE = ("Conditions kept: the sizes a miniature must keep to speak to the paper's claims "
+               "(normgrow.paper.regime), measured on this run. They are necessary, not sufficient: the "
+               "preconditions below decide whether the run starts where the paper starts.")
+PRECONDITION_NOTE = ("Preconditions: the paper's starting point (a tie under joint training) and the phenomenon its "
+                     "mechanism is about (scale on structural tokens), measured on this run "
+                     "(normgrow.paper.preconditions).")
+IN_REGIME_NOTE = "In the paper's regime: every condition kept and every precondition present."
+OUTSIDE_NOTE = ("Not in the paper's regime ({names}): the verdicts below describe this run only and cannot "
                 "speak to the paper's claims.")
 
 
-def regime_status(p) -> str:
-    return "–" if p.in_regime is None else "in regime" if p.in_regime else "OUT of regime"
+def regime_context(config: dict, teacher: dict, probe: dict, data: dict, results: Results) -> dict:
+    """The conditions kept (normgrow.paper.regime), the preconditions (normgrow.paper.preconditions),
+    the names of those that fail (`outside`: the run is in the paper's regime only when it is empty)
+    and the massive-activation table."""
+    conditions = regime(config, teacher, data, results.phases, paper_reference()["regime"])
+    required = preconditions(results, data, probe, paper_reference()["preconditions"])
+    return {"regime": conditions, "preconditions": required, "outside": leaves_regime(conditions + required),
+            "massive": massive_activations_table(probe, results.rms)}
+
+
+def regime_status(p, held: str = "kept", failed: str = "NOT kept") -> str:
+    return "–" if p.in_regime is None else held if p.in_regime else failed
 
 
 def verdict_text(claim, outside: bool) -> str:
     if claim.verdict == NOT_CHECKED:
         return claim.verdict
-    return claim.verdict + (" (1 seed)" if claim.seeds == 1 else "") + (" (outside the regime)" if outside else "")
+    return claim.verdict + (" (1 seed)" if claim.seeds == 1 else "") + (" (not in regime)" if outside else "")
+
+
+def regime_blocks(c: dict) -> list[Block]:
+    """The report's Regime section from `regime_context`'s values."""
+    blocks = [Heading("Regime"), Paragraph(REGIME_NOTE),
+               Grid(["condition", "paper", "this run", "threshold", "status"],
+                    [[p.name, p.paper, p.ours, p.condition, regime_status(p)] for p in c["regime"]],
+                    [None if p.in_regime is None else "agrees" if p.in_regime else "disagrees" for p in c["regime"]]),
+               Paragraph(PRECONDITION_NOTE),
+               Grid(["precondition", "paper", "this run", "threshold", "status"],
+                    [[p.name, p.paper, p.ours, p.condition, regime_status(p, "present", "ABSENT")]
+                     for p in c["preconditions"]],
+                    [None if p.in_regime is None else "agrees" if p.in_regime else "disagrees"
+                     for p in c["preconditions"]])]
+    if c["outside"]:
+        blocks.append(Paragraph(OUTSIDE_NOTE.format(names="; ".join(c["outside"])), "warning", "Not in regime."))
+    else:
+        blocks.append(Paragraph(IN_REGIME_NOTE))
+    blocks += [Paragraph("Massive activations: per layer of the teacher, and per block boundary of each diagnosed "
+                         "run at its last checkpoint (mean over seeds); the paper's pre-norm student reaches a "
+                         "structural/regular RMS of 37 (Fig. 5a)."),
+               Grid(list(c["massive"].columns),
+                    [[v if isinstance(v, str) else "–" if pd.isna(v) else f"{v:.2f}" for v in row]
+                     for row in c["massive"].itertuples(index=False)])]
+    return blocks
 
 
 def report_document(c: dict) -> list[Block]:
@@ -162,12 +202,7 @@ def report_document(c: dict) -> list[Block]:
     blocks.append(Heading("Placements and curricula"))
     blocks += [Figure(Path("figures") / p.name, f"{CAPTIONS[p.stem]} (PDF beside it in figures/)")
                for p in c["schematics"]]
-    blocks += [Heading("Regime"), Paragraph(REGIME_NOTE),
-               Grid(["property", "paper", "this run", "condition", "status"],
-                    [[p.name, p.paper, p.ours, p.condition, regime_status(p)] for p in c["regime"]],
-                    [None if p.in_regime is None else "agrees" if p.in_regime else "disagrees" for p in c["regime"]])]
-    if c["outside"]:
-        blocks.append(Paragraph(OUTSIDE_NOTE.format(names="; ".join(c["outside"])), "warning", "Outside the regime."))
+    blocks += regime_blocks(c)
     blocks += [Heading("Claims"), Paragraph(VERDICT_NOTE.format(margin=c["margin"])),
                Grid(["claim", "paper", "this run", "verdict"],
                     [[cl.name, cl.paper, cl.ours, verdict_text(cl, bool(c["outside"]))] for cl in c["claims"]],

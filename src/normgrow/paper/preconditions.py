@@ -1,0 +1,110 @@
+"""What the paper's claims presuppose, measured on this run: its starting point and the phenomenon its
+mechanism is about.
+
+The regime (normgrow.paper.regime) holds the conditions a miniature keeps by its sizes; they are
+necessary, not sufficient. These preconditions decide whether the run starts where the paper starts
+and whether the mechanism the paper names can show in it at all. Each has a threshold, and why:
+
+- baseline parity: the paper's headline is a difference of differences that starts from a tie
+  (|Δ_joint| 0.0004 against |interaction| 0.0332). Held when Δ_joint is small against the
+  interaction: its 95% seed interval (one seed: its value) inside ±`MAX_PARITY_SHARE` × |mean
+  interaction|. At a quarter, Δ_grow = Δ_joint + interaction takes the interaction's sign, so "post-norm
+  ahead under growth" says something about growth, not about how each placement trains at all;
+- structural tokens present: every document of the training, validation and diagnostic splits holds
+  its document-boundary token (the token metadata's counts; `data.boundary_position` says where). The
+  mechanism is scale on structural tokens; a layout that cuts the boundary away leaves none;
+- kurtosis reachable: the Pearson kurtosis of n values is at most n − 2 + 1/(n − 1); held when that bound
+  over the diagnostic batch's real tokens exceeds the paper's > 2,400 (Fig. A1), so the claim can be met;
+- massive activations in the teacher (normgrow.probe): the largest max/median token RMS over the
+  teacher's layers at least `MIN_MASSIVE` (a real 135M decoder, SmolLM2-135M, reaches 115–180× on its
+  first token; docs/miniature.md). The paper does not report its teacher's; a student distilled from a
+  teacher without any outlier has no scale to inherit at structural tokens.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from normgrow.paper.claims import PAPER_KURTOSIS
+from normgrow.paper.regime import Property
+from normgrow.paper.results import Results
+from normgrow.paper.stats import mean_ci
+
+MAX_PARITY_SHARE = 0.25
+MIN_MASSIVE = 10.0
+SPLITS = ("train", "valid", "diag")
+
+
+def kurtosis_bound(n: int) -> float:
+    """The largest Pearson kurtosis n values can have (n − 2 + 1/(n − 1))."""
+    return n - 2 + 1 / (n - 1) if n > 1 else float("nan")
+
+
+def baseline_parity(results: Results, paper: str) -> Property:
+    if not results.has("pre-joint", "post-joint", "pre-grow", "post-grow"):
+        return Property("baseline parity: |Δ_joint| small against the interaction", paper,
+                        "needs pre-/post-joint and pre-/post-grow", None)
+    d_joint = results.final_metric("post-joint") - results.final_metric("pre-joint")
+    interaction = results.final_metric("post-grow") - results.final_metric("pre-grow") - d_joint
+    bound = MAX_PARITY_SHARE * abs(interaction.mean())
+    mean, low, high = mean_ci(d_joint)
+    shown = f"Δ_joint {mean:+.4f}" + (f" [{low:+.4f}, {high:+.4f}]" if len(d_joint) > 1 else "")
+    return Property("baseline parity: |Δ_joint| small against the interaction", paper,
+                    f"{shown} against |interaction| {abs(interaction.mean()):.4f}",
+                    bool(-bound <= low and high <= bound),
+                    f"Δ_joint within ±{MAX_PARITY_SHARE:g} × |interaction| = ±{bound:.4f}")
+
+
+def structural_tokens(data: dict, paper: str) -> Property:
+    splits = data["splits"]
+    name = "structural tokens present: documents holding their boundary token"
+    if any("documents_with_boundary" not in splits[s] for s in SPLITS):
+        return Property(name, paper, "not counted (token metadata from before the count; rerun tokenize_corpus)", None)
+    position = data.get("boundary_position", "truncated-end")
+    held = {s: (splits[s]["documents_with_boundary"], splits[s]["documents"]) for s in SPLITS}
+    ours = ", ".join(f"{s} {k:,}/{n:,}" for s, (k, n) in held.items())
+    return Property(name, paper, f"{ours} (boundary_position {position}; at the start of "
+                    f"{splits['diag']['boundary_at_start']:,}, at the end of {splits['diag']['boundary_at_end']:,} "
+                    "diagnostic documents)", all(k == n for k, n in held.values()), "every document")
+
+
+def kurtosis_reachable(data: dict, paper: str) -> Property:
+    n = data["splits"]["diag"]["tokens"]
+    bound = kurtosis_bound(n)
+    return Property("kurtosis reachable on the diagnostic batch (its bound n − 2 + 1/(n − 1))", paper,
+                    f"{data['splits']['diag']['documents']} documents, {n:,} real tokens: at most {bound:,.0f}",
+                    bool(bound > PAPER_KURTOSIS), f"> {PAPER_KURTOSIS:,}")
+
+
+def teacher_massive(probe: dict, paper: str) -> Property:
+    layers = pd.DataFrame(probe["layers"])
+    top = layers.loc[layers["max_over_median"].idxmax()]
+    return Property("massive activations in the teacher: largest max/median token RMS over its layers", paper,
+                    f"{top['max_over_median']:.1f}× (layer {int(top['layer'])}); structural/regular up to "
+                    f"{layers['structural_over_regular'].max():.2f}×; attention on structural tokens up to "
+                    f"{layers['attention_on_structural'].max():.2f}",
+                    bool(top["max_over_median"] >= MIN_MASSIVE), f"≥ {MIN_MASSIVE:g}×")
+
+
+def preconditions(results: Results, data: dict, probe: dict, paper: dict) -> list[Property]:
+    """The preconditions of this run (module docstring); `paper` is the reference's `preconditions`."""
+    return [baseline_parity(results, paper["parity"]), structural_tokens(data, paper["structural"]),
+            kurtosis_reachable(data, paper["kurtosis"]), teacher_massive(probe, paper["massive"])]
+
+
+def massive_activations_table(probe: dict, rms: pd.DataFrame) -> pd.DataFrame:
+    """Per layer of the teacher (the probe) and per block boundary of each diagnosed run at its last
+    checkpoint (the mean over seeds): max/median token RMS, structural/regular RMS, and the teacher's
+    attention on structural tokens."""
+    rows = [{"model": "teacher", "layer or boundary": f"layer {r['layer']}",
+             "max/median RMS": r["max_over_median"], "structural/regular RMS": r["structural_over_regular"],
+             "attention on structural": r["attention_on_structural"]} for r in probe["layers"]]
+    if not rms.empty and "median" in rms:
+        last = rms[rms["global_step"] == rms.groupby(["run", "seed"])["global_step"].transform("max")]
+        wide = last.pivot_table(index=["run", "seed", "boundary"], columns="tokens", values=["mean", "max", "median"])
+        stats = pd.DataFrame({"max/median RMS": wide[("max", "all")] / wide[("median", "all")],
+                              "structural/regular RMS": wide[("mean", "structural")] / wide[("mean", "regular")]})
+        for (run, boundary), group in stats.groupby(level=["run", "boundary"]):
+            rows.append({"model": run, "layer or boundary": f"after block {boundary - 1}" if boundary else "entry",
+                         **group.mean().to_dict(), "attention on structural": float("nan")})
+    return pd.DataFrame(rows)

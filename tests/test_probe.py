@@ -1,0 +1,56 @@
+"""The massive-activation probe (normgrow.probe) finds an outlier token where one is built in, and
+its attention mass is the exact one on a model whose attention is uniform."""
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, Qwen3Config
+
+from normgrow.data import collate
+from normgrow.probe import massive_activations
+
+SPECIAL = 1
+
+
+def tiny(attn="eager"):
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64)
+    config._attn_implementation = attn
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
+def batch():
+    import numpy as np
+
+    g = np.random.default_rng(0)
+    docs = [np.concatenate([[SPECIAL], g.integers(2, 64, n)]) for n in (15, 9)]
+    return collate(docs, pad_id=0)
+
+
+def test_an_outlier_token_is_found_on_its_structural_position():
+    model = tiny()
+    plain = massive_activations(model, batch(), [SPECIAL])
+    with torch.no_grad():
+        model.get_input_embeddings().weight[SPECIAL] *= 300
+    outlier = massive_activations(model, batch(), [SPECIAL])
+    assert [r["layer"] for r in outlier] == [1, 2]
+    assert max(r["max_over_median"] for r in plain) < 5
+    for row in outlier:  # the scale rides the residual stream through every layer
+        assert row["max_over_median"] > 50 and row["structural_over_regular"] > 50
+
+
+def test_attention_mass_on_structural_keys_is_exact_under_uniform_attention():
+    model = tiny()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.q_proj.weight.zero_()  # every logit 0: each query spreads evenly over its keys
+    rows = massive_activations(model, batch(), [SPECIAL])
+    # only position 0 is structural; query q > 0 puts 1 / (q + 1) on it
+    expected = torch.tensor([1 / (q + 1) for n in (16, 10) for q in range(1, n)]).mean()
+    for row in rows:
+        assert row["attention_on_structural"] == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_the_probe_refuses_a_model_without_attention_weights():
+    with pytest.raises(ValueError, match="eager"):
+        massive_activations(tiny("sdpa"), batch(), [SPECIAL])

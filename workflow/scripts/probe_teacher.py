@@ -1,0 +1,25 @@
+"""The teacher's massive activations on the fixed diagnostic batch (normgrow.probe), loaded as training
+loads it but with eager attention (the probe reads attention weights)."""
+
+import json
+from pathlib import Path
+
+import torch
+
+from normgrow.data import TokenStore, fixed_batches
+from normgrow.distributed import default_device
+from normgrow.logs import job_log
+from normgrow.probe import massive_activations
+from normgrow.teacher import load_teacher
+
+with job_log(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)
+    tokens = Path(snakemake.input.tokens)
+    meta = json.loads((tokens / "meta.json").read_text())
+    store = TokenStore(tokens / "diag")
+    (batch,) = fixed_batches(store, len(store), meta["boundary_id"])
+    teacher = load_teacher(snakemake.params.teacher, snakemake.params.dtype, attn_implementation="eager")
+    layers = massive_activations(teacher.to(default_device()), batch.to(default_device()), meta["special_ids"])
+    probe = {"documents": len(store), "real_tokens": batch.tokens, "layers": layers}
+    print(json.dumps(probe, indent=2))
+    Path(snakemake.output[0]).write_text(json.dumps(probe, indent=2) + "\n")
