@@ -335,7 +335,9 @@ def test_a_split_streams_to_disk_in_batches(tokenizer, tmp_path):
     store = TokenStore(tmp_path / "train")
     assert [s.tolist() for s in store.get(list(range(len(store))))] == expected
     assert store.lengths.tolist() == [len(s) for s in expected]
-    assert summary == {"documents": 23, "tokens": sum(map(len, expected)), "truncated_documents": truncated}
+    counts = {k: summary[k] for k in ("documents", "tokens", "truncated_documents", "documents_with_boundary")}
+    assert counts == {"documents": 23, "tokens": sum(map(len, expected)), "truncated_documents": truncated,
+                      "documents_with_boundary": sum(boundary in ids for ids in expected)}
     assert truncated > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]
 

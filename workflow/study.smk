@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.config import merge  # noqa: E402
 from normgrow.paper.roles import run_roles  # noqa: E402
 from normgrow.paper.study import AXES  # noqa: E402
+from normgrow.schedule import warmup_steps  # noqa: E402
 
 if "study" not in config:  # the seeds × width study, unless --configfile names another
     with open(os.path.join(workflow.basedir, "..", "configs", "study.yaml")) as f:
@@ -64,24 +65,47 @@ localrules:
     teacher_config,
 
 
-rule study:
-    input:
-        checks=expand(f"{OUT}/{{scale}}.check.json", scale=SCALES),
-        phases=expand(f"{OUT}/{{scale}}.phases.csv", scale=SCALES),
-    output:
-        table=f"{OUT}/effects.md",
-        csv=f"{OUT}/effects.csv",
-        figure=f"{OUT}/effects.png",
-    params:
-        scales=SCALES,
-        axis=AXIS,
-        students=[merged_config(scale)["student"] for scale in SCALES],
-        roles=[run_roles(merged_config(scale)) for scale in SCALES],
-        margin=DEFAULT["report"]["equivalence_margin"],
-    log:
-        f"logs/{STUDY['name']}/effects.log",
-    script:
-        "scripts/study_effects.py"
+if STUDY.get("analysis", "effects") == "effects":
+
+    rule study:
+        input:
+            checks=expand(f"{OUT}/{{scale}}.check.json", scale=SCALES),
+            phases=expand(f"{OUT}/{{scale}}.phases.csv", scale=SCALES),
+        output:
+            table=f"{OUT}/effects.md",
+            csv=f"{OUT}/effects.csv",
+            figure=f"{OUT}/effects.png",
+        params:
+            scales=SCALES,
+            axis=AXIS,
+            students=[merged_config(scale)["student"] for scale in SCALES],
+            roles=[run_roles(merged_config(scale)) for scale in SCALES],
+            margin=DEFAULT["report"]["equivalence_margin"],
+        log:
+            f"logs/{STUDY['name']}/effects.log",
+        script:
+            "scripts/study_effects.py"
+
+else:  # analysis: calibration — joint runs only, over a grid of settings (normgrow.paper.calibration)
+
+    rule study:
+        input:
+            checks=expand(f"{OUT}/{{scale}}.check.json", scale=SCALES),
+            phases=expand(f"{OUT}/{{scale}}.phases.csv", scale=SCALES),
+        output:
+            table=f"{OUT}/calibration.md",
+            csv=f"{OUT}/calibration.csv",
+            figure=f"{OUT}/calibration.png",
+        params:
+            scales=SCALES,
+            lrs=[merged_config(scale)["train"]["lr"] for scale in SCALES],
+            warmups=[warmup_steps(merged_config(scale)["train"]["phase_steps"],
+                                  merged_config(scale)["train"]["warmup_fraction"]) for scale in SCALES],
+            roles=[run_roles(merged_config(scale)) for scale in SCALES],
+        log:
+            f"logs/{STUDY['name']}/calibration.log",
+        script:
+            "scripts/study_calibration.py"
 
 
 rule scale_config:

@@ -1,0 +1,133 @@
+"""The starting line: joint training of pre- and post-norm over a grid of optimisation settings, and
+the setting(s) at which the paper's headline is then measured.
+
+The paper's headline is a difference of differences that starts from a tie under joint training
+(Δ_joint = +0.0004). A calibration study (configs/calibration.yaml, workflow/study.smk) trains only
+the joint runs, under paired seeds, at every setting of a grid (the peak learning rate and the
+warm-up, to which post-norm is known to be sensitive: Xiong et al. 2020, Liu et al. 2020), and
+selects by rules written down before any grow run at these settings exists:
+
+- shared setting (the headline's): among the settings that keep the teacher's lead (the regime's
+  condition, normgrow.paper.regime.MIN_TEACHER_LEAD, over every joint run and seed), those whose
+  95% seed interval of Δ_joint contains 0; of these, the one with the smallest |mean Δ_joint|
+  (ties: the lower mean CE of the two placements). None: no setting reaches parity, and that is
+  the result;
+- each placement at its own best (the second reading): for each placement, the setting with the
+  lowest mean final CE among those keeping the teacher's lead; Δ_joint at the own-best settings is
+  post-norm's CE at its setting minus pre-norm's at its own, paired by seed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from normgrow.paper.document import Grid, to_markdown
+from normgrow.paper.regime import MIN_TEACHER_LEAD
+from normgrow.paper.results import final_phases
+from normgrow.paper.roles import Role, by_role
+from normgrow.paper.stats import mean_ci
+
+RUNS = ("pre-joint", "post-joint")
+
+
+def seed_rows(phases: pd.DataFrame, roles: dict[str, Role], setting: str, lr: float, warmup: int,
+              teacher_ce: float) -> pd.DataFrame:
+    """One row per seed of one setting: the final CE of pre- and post-norm joint and Δ_joint."""
+    final = final_phases(by_role(phases, roles)).pivot(index="seed", columns="run", values="ce")
+    out = final[list(RUNS)].copy()
+    out["delta_joint"] = out["post-joint"] - out["pre-joint"]
+    return out.reset_index().assign(setting=setting, lr=lr, warmup=warmup, teacher_ce=teacher_ce)
+
+
+def summarise(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """Per setting: mean CE of each placement, Δ_joint's mean and 95% interval, the teacher's lead
+    over the best joint run of any seed, and whether the setting keeps it."""
+    rows = []
+    for setting, group in per_seed.groupby("setting", sort=False):
+        mean, low, high = mean_ci(group["delta_joint"])
+        lead = float(group[list(RUNS)].min().min() - group["teacher_ce"].iloc[0])
+        rows.append({"setting": setting, "lr": group["lr"].iloc[0], "warmup": int(group["warmup"].iloc[0]),
+                     "seeds": len(group), "pre-joint": group["pre-joint"].mean(),
+                     "post-joint": group["post-joint"].mean(), "delta_joint": mean, "low": low, "high": high,
+                     "teacher_lead": lead, "keeps_lead": lead >= MIN_TEACHER_LEAD})
+    return pd.DataFrame(rows)
+
+
+def shared_setting(summary: pd.DataFrame) -> str | None:
+    """The shared setting by the module's rule; None when no setting reaches parity."""
+    tied = summary[summary["keeps_lead"] & (summary["low"] <= 0) & (summary["high"] >= 0)]
+    if tied.empty:
+        return None
+    order = tied.assign(size=tied["delta_joint"].abs(), ce=tied[list(RUNS)].mean(axis=1))
+    return str(order.sort_values(["size", "ce"]).iloc[0]["setting"])
+
+
+def own_best(per_seed: pd.DataFrame, summary: pd.DataFrame) -> dict:
+    """Each placement's best setting (lowest mean CE, keeping the lead) and Δ_joint between them,
+    paired by seed: {"pre-joint": setting, "post-joint": setting, "delta_joint": (mean, low, high)}."""
+    kept = summary[summary["keeps_lead"]]
+    if kept.empty:
+        return {}
+    best = {run: str(kept.sort_values(run).iloc[0]["setting"]) for run in RUNS}
+    at = {run: per_seed[per_seed["setting"] == best[run]].set_index("seed")[run] for run in RUNS}
+    return {**best, "delta_joint": mean_ci(at["post-joint"] - at["pre-joint"])}
+
+
+def markdown(per_seed: pd.DataFrame, summary: pd.DataFrame) -> str:
+    """The grid (per setting: CE of each placement, Δ_joint with its interval, the teacher's lead), the
+    selections by the module's rules, and every seed's values."""
+    shared, best = shared_setting(summary), own_best(per_seed, summary)
+    grid = Grid(["setting", "peak LR", "warm-up updates", "seeds", "pre-joint CE", "post-joint CE",
+                 "Δ_joint [95% interval]", f"teacher lead (≥ {MIN_TEACHER_LEAD})", "interval contains 0"],
+                [[str(r["setting"]), f"{r['lr']:g}", str(r["warmup"]), str(r["seeds"]), f"{r['pre-joint']:.4f}",
+                  f"{r['post-joint']:.4f}", f"{r['delta_joint']:+.4f} [{r['low']:+.4f}, {r['high']:+.4f}]",
+                  f"{r['teacher_lead']:+.3f}" + ("" if r["keeps_lead"] else " (lost)"),
+                  "yes" if r["low"] <= 0 <= r["high"] else "no"] for _, r in summary.iterrows()])
+    lines = ["", "Selection (rules in normgrow.paper.calibration, written before any grow run):", ""]
+    if shared is None:
+        closest = summary[summary["keeps_lead"]]
+        near = "" if closest.empty else (
+            f" The closest: {closest.loc[closest['delta_joint'].abs().idxmin(), 'setting']}.")
+        lines.append(f"- shared setting: none — no setting keeping the teacher's lead reaches parity.{near}")
+    else:
+        lines.append(f"- shared setting: {shared}")
+    if best:
+        mean, low, high = best["delta_joint"]
+        lines.append(f"- each placement at its own best: pre-norm {best['pre-joint']}, post-norm {best['post-joint']}; "
+                     f"Δ_joint there {mean:+.4f} [{low:+.4f}, {high:+.4f}]")
+    seeds = Grid(["setting", "seed", "pre-joint", "post-joint", "Δ_joint"],
+                 [[str(r["setting"]), str(r["seed"]), f"{r['pre-joint']:.4f}", f"{r['post-joint']:.4f}",
+                   f"{r['delta_joint']:+.4f}"] for _, r in per_seed.iterrows()])
+    return to_markdown([grid]) + "\n".join(lines) + "\n\n" + to_markdown([seeds])
+
+
+def draw(summary: pd.DataFrame, path: Path) -> list[Path]:
+    """Δ_joint against the peak LR, one line per warm-up, with 95% seed intervals; beside it each
+    placement's final CE. PNG and PDF."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for i, (warmup, rows) in enumerate(summary.groupby("warmup")):
+        rows = rows.sort_values("lr")
+        x = rows["lr"] * (1 + 0.04 * (i - 0.5))
+        spread = [rows["delta_joint"] - rows["low"], rows["high"] - rows["delta_joint"]]
+        left.errorbar(x, rows["delta_joint"], yerr=spread, marker="o", capsize=3, label=f"{warmup} warm-up updates")
+        for run, style in (("pre-joint", "-"), ("post-joint", "--")):
+            right.plot(rows["lr"], rows[run], style, marker="o", color=f"C{i}", label=f"{run}, {warmup} warm-up")
+    left.axhline(0, color="grey", linewidth=0.8)
+    left.set(xscale="log", xlabel="peak learning rate", ylabel="Δ_joint = CE(post) − CE(pre) (nats)",
+             title="Δ_joint over the grid (95% seed intervals)")
+    right.set(xscale="log", xlabel="peak learning rate", ylabel="final validation CE", title="each placement")
+    left.legend(fontsize=8)
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    paths = [path.with_suffix(".png"), path.with_suffix(".pdf")]
+    for p in paths:
+        fig.savefig(p, dpi=150)
+    plt.close(fig)
+    return paths

@@ -1,0 +1,49 @@
+"""The calibration study's selection rules (normgrow.paper.calibration) on grids whose answers are known."""
+
+import pandas as pd
+import pytest
+
+from normgrow.paper.calibration import draw, markdown, own_best, shared_setting, summarise
+
+
+def grid(settings: dict[str, tuple[float, list[float], list[float]]], teacher_ce=3.0) -> pd.DataFrame:
+    """settings: name → (lr, pre CE per seed, post CE per seed)."""
+    rows = []
+    for name, (lr, pre, post) in settings.items():
+        for seed, (a, b) in enumerate(zip(pre, post, strict=True), 1):
+            rows.append({"seed": seed, "pre-joint": a, "post-joint": b, "delta_joint": b - a, "setting": name,
+                         "lr": lr, "warmup": 20, "teacher_ce": teacher_ce})
+    return pd.DataFrame(rows)
+
+
+SEEDS = [-0.01, 0.0, 0.01]
+
+
+def test_the_tied_setting_nearest_zero_is_selected():
+    per_seed = grid({"apart": (1e-3, [4.0, 4.0, 4.0], [4.3, 4.31, 4.29]),
+                     "tied": (3e-3, [3.8 + s for s in SEEDS], [3.81 - s for s in SEEDS]),
+                     "nearer": (1e-2, [3.9 + s for s in SEEDS], [3.902 - s for s in SEEDS])})
+    summary = summarise(per_seed)
+    assert summary.set_index("setting").loc["apart", "low"] > 0
+    assert shared_setting(summary) == "nearer"
+    best = own_best(per_seed, summary)
+    assert best["pre-joint"] == "tied" and best["post-joint"] == "tied"
+    assert best["delta_joint"][0] == pytest.approx(0.01)
+
+
+def test_a_setting_that_loses_the_teachers_lead_is_never_selected():
+    per_seed = grid({"caught up": (1e-2, [3.1 + s for s in SEEDS], [3.1 - s for s in SEEDS]),
+                     "tied": (1e-3, [3.8 + s for s in SEEDS], [3.81 - s for s in SEEDS])})
+    summary = summarise(per_seed)
+    assert not summary.set_index("setting").loc["caught up", "keeps_lead"]
+    assert shared_setting(summary) == "tied" and own_best(per_seed, summary)["pre-joint"] == "tied"
+
+
+def test_no_parity_is_a_result(tmp_path):
+    per_seed = grid({"a": (1e-3, [4.0, 4.01, 3.99], [4.3, 4.32, 4.29]), "b": (3e-3, [3.9, 3.91, 3.89],
+                                                                               [4.1, 4.12, 4.09])})
+    summary = summarise(per_seed)
+    assert shared_setting(summary) is None
+    text = markdown(per_seed, summary)
+    assert "shared setting: none" in text and "The closest: b." in text
+    assert [p.suffix for p in draw(summary, tmp_path / "calibration.png")] == [".png", ".pdf"]
