@@ -6,6 +6,7 @@ student's work; a group killed with SIGKILL resumes bit-identically."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import json
 import os
@@ -173,7 +174,8 @@ def test_a_group_killed_with_sigkill_resumes_bit_identically(setup):
 
 def test_each_student_draws_its_own_random_numbers_in_a_group(setup, monkeypatch):
     """With torch, numpy and python draws in every update, each student of a group draws what its
-    phase draws alone: a student's RNG states are its own."""
+    phase draws alone, and new numbers every update: a student's RNG states are its own and kept
+    from one update to the next."""
     import random
 
     import numpy as np
@@ -204,6 +206,8 @@ def test_each_student_draws_its_own_random_numbers_in_a_group(setup, monkeypatch
         placement = run.split("-")[0]
         assert [d for d in draws if d[0] == placement] == alone_draws[run]
         assert len(alone_draws[run]) == STEPS
+        for generator in (1, 2, 3):  # each update draws on from where the last left off: new numbers
+            assert len({d[generator] for d in alone_draws[run]}) == STEPS, (run, generator)
 
 
 @pytest.mark.slow
@@ -238,3 +242,40 @@ def test_a_bad_input_names_its_student(setup):
              task(setup, "post-grow", 1, root / "post", previous=broken)]
     with pytest.raises(Exception, match=rf"post seed {SEED} phase 1 \[{tasks[1].spec.key}\]: "):
         train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+
+
+def test_a_group_whose_students_read_different_batches_is_refused(setup, monkeypatch):
+    """Should two phases that read different batches pass as one stream (a wrong stream key), the group
+    stops at its first update naming the student that read another batch, rather than training a
+    student on batches its phase does not read."""
+    from normgrow import trainer
+
+    monkeypatch.setattr(trainer, "stream_key", lambda spec: "one stream")
+    config, root = setup["config"], setup["root"] / "other-batches"
+    tasks = [PhaseTask(phase_spec(config, "post-grow", seed, 0), Execution.from_config(config), None, root / str(seed))
+             for seed in (SEED, SEED + 1)]
+    with pytest.raises(RuntimeError, match=rf"seed {SEED + 1} phase 0 .* read another batch than .* at update 1"):
+        train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+
+
+def test_a_group_listing_a_phase_or_an_output_twice_is_refused(setup):
+    root = setup["root"] / "twice"
+    pre, post = task(setup, "pre-grow", 0, root / "pre"), task(setup, "post-grow", 0, root / "post")
+    for tasks in ([pre, pre], [pre, dataclasses.replace(pre, out=root / "other")],
+                  [pre, dataclasses.replace(post, out=pre.out)]):
+        with pytest.raises(ValueError, match="lists one phase or output directory twice"):
+            train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+    assert not root.exists()
+
+
+@pytest.mark.parametrize("setting", ["threads", "state_every", "loss_chunk"])
+def test_a_group_mixing_execution_settings_is_refused(setup, setting):
+    """Every student of a group follows one loop: one thread count, one state interval, one loss chunk
+    (the evaluation of every student runs at the first one's)."""
+    root = setup["root"] / "mixed"
+    pre, post = task(setup, "pre-grow", 0, root / "pre"), task(setup, "post-grow", 0, root / "post")
+    other = dataclasses.replace(post.execution, **{setting: getattr(post.execution, setting) + 1})
+    with pytest.raises(ValueError, match="must share threads, train.state_every and train.loss_chunk"):
+        train_phases([pre, dataclasses.replace(post, execution=other)], setup["teacher"], setup["tokens"],
+                     log=io.StringIO())
+    assert not root.exists()

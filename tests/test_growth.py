@@ -169,3 +169,110 @@ def test_a_ramped_phase_resumes_bit_identically(workspace, monkeypatch):
     assert (root / "whole" / "train.csv").read_text() == (root / "resumed" / "train.csv").read_text()
     plain_weights = load_file(root / "plain" / "student.safetensors")
     assert not all(torch.equal(whole[k], plain_weights[k]) for k in whole), "the ramp changed nothing"
+
+
+# ---------------------------------------------------------------- the operators as the trainer applies them
+class Seen(Exception):
+    """Raised by a hook once it has checked what it came for: the phase need not train on."""
+
+
+def three_block_config(growth: dict) -> dict:
+    """The tiny run with a 3-block student whose phase 1 appends blocks 1 and 2 at once with `growth`."""
+    config = tiny_run_config()
+    config["student"]["blocks"] = 3
+    config["curricula"] = {"grow": [{"active_blocks": 1}, {"active_blocks": 3, "growth": growth}]}
+    config["runs"] = {"post-grow": {"placement": "post", "curriculum": "grow"}}
+    return config
+
+
+def train_grown(workspace: dict, config: dict, phase: int, out, previous=None) -> None:
+    from normgrow.curriculum import Execution
+    from normgrow.trainer import train_phase
+
+    threads = torch.get_num_threads()
+    try:
+        train_phase(phase_spec(config, "post-grow", SEED, phase), Execution.from_config(config), workspace["teacher"],
+                    workspace["tokens"], previous, out, log=io.StringIO())
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def three_blocks_phase0(workspace):
+    """Phase 0 of the 3-block run: block 0 trained, blocks 1 and 2 as initialised (phase 0 appends nothing,
+    so the growth of phase 1 does not matter here)."""
+    out = workspace["root"] / "three-blocks-phase0"
+    train_grown(workspace, three_block_config({"operator": "random"}), 0, out)
+    return out
+
+
+def first_updates_of_phase1(workspace, phase0, monkeypatch, growth: dict, check, updates: int) -> None:
+    """Phase 1 of the 3-block run with `growth`, trained through the trainer from `phase0`: `check(t, student,
+    rows)` sees the student as update t computes its loss, for the first `updates` updates; then the phase stops."""
+    from normgrow import trainer
+
+    terms, seen = trainer.distillation_terms, []
+
+    def hooked(student, teacher, rows, *args, **kwargs):
+        seen.append(len(seen) + 1)
+        check(seen[-1], student, rows)
+        if len(seen) == updates:
+            raise Seen
+        return terms(student, teacher, rows, *args, **kwargs)
+
+    monkeypatch.setattr(trainer, "distillation_terms", hooked)
+    with pytest.raises(Seen):
+        train_grown(workspace, three_block_config(growth), 1, workspace["root"] / f"phase1-{growth['operator']}",
+                    previous=phase0)
+    assert seen == list(range(1, updates + 1))
+
+
+@pytest.mark.parametrize("operator", ["copy", "zero"])
+def test_the_trainer_starts_the_appended_blocks_with_the_operators_weights(workspace, three_blocks_phase0,
+                                                                           monkeypatch, operator):
+    """The weights the first update of a grown phase trains from are those the operator gives on the previous
+    phase's weights: copies of block 0 (copy), or the blocks as initialised with their output projections zeroed
+    (zero) — not the blocks as initialised."""
+    start = {}
+    first_updates_of_phase1(workspace, three_blocks_phase0, monkeypatch, {"operator": operator},
+                            lambda t, student, rows: start.update(copy.deepcopy(student.state_dict())), updates=1)
+    previous = load_file(three_blocks_phase0 / "student.safetensors")
+    for b in (1, 2):
+        block = {k.split(".", 2)[2]: v for k, v in start.items() if k.startswith(f"blocks.{b}.")}
+        assert block
+        for name, got in block.items():
+            if operator == "copy":
+                want = previous[f"blocks.0.{name}"]
+            else:
+                want = previous[f"blocks.{b}.{name}"]
+                want = torch.zeros_like(want) if name.endswith(ZEROED_OUTPUTS) else want
+            assert torch.equal(got, want), (b, name)
+    assert not torch.equal(previous["blocks.0.0.mlp.down_proj.weight"], previous["blocks.1.0.mlp.down_proj.weight"])
+
+
+def test_the_trainers_ramp_mixes_every_appended_block_in_at_c_of_the_update(workspace, three_blocks_phase0,
+                                                                           monkeypatch):
+    """A ramp over two appended blocks at update t (c = t / steps, from the first update on): the student's
+    output is h + c·(stack(h) − h), h the output of the previous phase's blocks — both appended blocks
+    gated, and the ramp's c of this update, so that they learn from the first update on. (Post-norm: the
+    boundary norm is on the embedding, so the output is the gated stream itself.)"""
+    ramp = Growth("ramp", steps=3)
+    cs = []
+
+    def check(t, student, rows):
+        with torch.no_grad():
+            trained = student(rows.input_ids, rows.attention_mask)
+            gate, student.gate = student.gate, None
+            ends = []
+            for active in (1, 3):
+                student.active_blocks = active
+                ends.append(student(rows.input_ids, rows.attention_mask))
+            student.gate, student.active_blocks = gate, 3
+        previous, stacked = ends
+        c = ramp.gate(t)
+        cs.append(c)
+        assert torch.allclose(trained, previous + c * (stacked - previous), atol=1e-5, rtol=0), t
+
+    first_updates_of_phase1(workspace, three_blocks_phase0, monkeypatch, {"operator": "ramp", "steps": 3}, check,
+                            updates=2)
+    assert cs == [1 / 3, 2 / 3]

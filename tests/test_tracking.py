@@ -195,3 +195,75 @@ def test_the_configuration_is_attached_once(setup):
     attached = yaml.safe_load(text.tensor_proto.string_val[0].decode())
     assert attached["spec"]["placement"] == "post" and attached["execution"]["tracking"]["name"] == \
         "tracked/seed5/phase0"
+
+
+# ---------------------------------------------------------------- the Tracker itself, in this process
+class Recorder:
+    """A tracker back-end that keeps what it is given."""
+
+    name = "recorder"
+
+    def __init__(self):
+        self.logged: list[tuple[int, dict]] = []
+
+    def log(self, values: dict, step: int) -> None:
+        self.logged.append((step, values))
+
+    def finish(self) -> None:
+        pass
+
+
+def test_only_the_main_rank_logs(tmp_path):
+    """Every rank of a torchrun launch builds a Tracker; only the main one's writes anything."""
+    import torch
+
+    from normgrow.tracking import Tracker
+
+    tracking = Tracking(("tensorboard",), str(tmp_path), "normgrow", {}, "run/seed1/phase0")
+    row = {"loss": 1.0, "ce": 1.0, "kd": 1.0, "kd_soft": 1.0, "lr": 1e-3, "grad_norm": 1.0, "tokens": 10}
+    for main in (False, True):
+        tracker = Tracker(tracking, {"a": 1}, main, torch.device("cpu"))
+        tracker.log_update(row, 1)
+        tracker.log_eval({"ce": 1.0, "kd": 1.0, "kd_soft": 1.0, "ppl": 2.7}, 1)
+        tracker.finish()
+        written = list((tmp_path / "normgrow").rglob("events.out.tfevents.*"))
+        assert len(written) == (1 if main else 0), main
+
+
+def test_throughput_after_an_evaluation_leaves_the_evaluation_out(monkeypatch):
+    """`train/tokens_per_s` of the update after an evaluation counts the time from the evaluation's end."""
+    import types
+
+    import torch
+
+    from normgrow import tracking
+    from normgrow.tracking import Tracker
+
+    now = [0.0]
+    monkeypatch.setattr(tracking, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    tracker = Tracker(Tracking(), {}, True, torch.device("cpu"))
+    recorder = tracker.trackers = [Recorder()]
+    row = {"loss": 1.0, "tokens": 100}
+    now[0] = 2.0
+    tracker.log_update(row, 1)  # 100 tokens in 2 s
+    now[0] = 12.0
+    tracker.log_eval({"ce": 1.0, "kd": 1.0, "kd_soft": 1.0, "ppl": 2.7}, 1)  # a 10 s evaluation
+    now[0] = 16.0
+    tracker.log_update(row, 2)  # 100 tokens in the 4 s after it
+    rates = [values["train/tokens_per_s"] for _, values in recorder[0].logged if "train/tokens_per_s" in values]
+    assert rates == [50.0, 25.0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the resident set from /proc")
+def test_the_cpu_peak_memory_is_in_megabytes():
+    """On a CPU the peak is the process's largest resident set: at least what it holds now (read from
+    /proc, not from getrusage; the kernel's per-thread counters may lag by a few pages), and less than
+    the machine's memory."""
+    import torch
+
+    from normgrow.tracking import peak_memory_mb
+
+    page = os.sysconf("SC_PAGE_SIZE")
+    resident_mb = int(Path("/proc/self/statm").read_text().split()[1]) * page / 2**20
+    peak = peak_memory_mb(torch.device("cpu"))
+    assert 0.9 * resident_mb <= peak <= page * os.sysconf("SC_PHYS_PAGES") / 2**20

@@ -210,3 +210,84 @@ def test_lr_restart_false_continues_the_schedule_across_phases(workspace):
             for t in range(1, 2 * STEPS + 1)]
     assert logged == pytest.approx(want, rel=1e-12)
     assert logged[STEPS] < logged[STEPS - 1]  # no restart to the peak at the second phase
+
+
+# ---------------------------------------------------------------- a phase alone (a group of one)
+class Seen(Exception):
+    """Raised by a hook once it has checked what it came for: the phase need not train on."""
+
+
+def test_a_phase_alone_stops_with_its_own_error_on_a_non_finite_loss(workspace, monkeypatch):
+    """Alone, a phase whose loss turns NaN stops at once with its own FloatingPointError (not a group's
+    GroupFailed, whose text promises siblings that finished) and writes no outputs."""
+    from normgrow.trainer import GroupFailed
+
+    monkeypatch.setenv("NORMGROW_FAULT", "nan@1")
+    with pytest.raises(FloatingPointError, match="non-finite loss") as error:
+        run_all(workspace, "nan-alone")
+    assert not isinstance(error.value, GroupFailed)
+    assert not (workspace["root"] / "nan-alone" / "phase0" / "state.json").exists()
+
+
+def test_a_phase_alone_frees_the_teachers_hidden_states_before_backward(workspace, monkeypatch):
+    """A phase alone runs the teacher inside its student's step: the teacher's hidden states are gone once the
+    student's forward has used them, before its backward; a group shares one teacher forward, held through
+    every student's backward. The memory trace asks the trainer's own rule (normgrow.trace)."""
+    import gc
+    import weakref
+
+    from normgrow import forward, trainer
+
+    assert not trainer.shares_teacher_forward(1) and trainer.shares_teacher_forward(2)
+    made, checked = [], []
+    hidden_states, terms = forward.teacher_hidden_states, trainer.distillation_terms
+
+    def recorded(*args, **kwargs):
+        out = hidden_states(*args, **kwargs)
+        made.append(weakref.ref(out))
+        return out
+
+    def forward_then_check(*args, **kwargs):
+        terms(*args, **kwargs)  # the student's forward and loss; backward follows
+        gc.collect()
+        checked.append([ref() is None for ref in made])
+        raise Seen
+
+    for module in (forward, trainer):
+        monkeypatch.setattr(module, "teacher_hidden_states", recorded)
+    monkeypatch.setattr(trainer, "distillation_terms", forward_then_check)
+    with pytest.raises(Seen):
+        run_all(workspace, "alone-teacher")
+    assert checked == [[True]]
+
+
+def test_a_later_phase_resumed_keeps_its_earlier_steps_in_tensorboard(workspace, freeze_run, monkeypatch):
+    """Phase 1 (global steps STEPS + 1 on) preempted after update 2 and resumed: its tracker starts at the
+    global step after the previous phase's and this job's updates, so TensorBoard purges only the steps the
+    resumed job logs again and holds every step of the phase once."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from normgrow.trainer import Preempted
+
+    config = tiny_run_config()
+    tracking = workspace["root"] / "tracking-later"
+    config["tracking"] = {"log_with": ["tensorboard"], "dir": str(tracking), "project": "normgrow", "init_kwargs": {}}
+    spec = phase_spec(config, "post-freeze", SEED, 1)
+    execution = Execution.from_config(config, tracked_as="post-freeze/seed5/phase1")
+    out, threads = workspace["root"] / "tracked-later" / "phase1", torch.get_num_threads()
+    try:
+        monkeypatch.setenv("NORMGROW_FAULT", "term@2")
+        with pytest.raises(Preempted):
+            train_phase(spec, execution, workspace["teacher"], workspace["tokens"], freeze_run[0], out,
+                        log=io.StringIO())
+        monkeypatch.delenv("NORMGROW_FAULT")
+        log = io.StringIO()
+        train_phase(spec, execution, workspace["teacher"], workspace["tokens"], freeze_run[0], out, log=log)
+    finally:
+        torch.set_num_threads(threads)
+    assert "resumed from the state at update 2" in log.getvalue()
+    events = EventAccumulator(str(tracking / "normgrow" / "post-freeze" / "seed5" / "phase1"),
+                              size_guidance={"scalars": 0})
+    events.Reload()
+    assert [e.step for e in events.Scalars("train/loss")] == [STEPS + t for t in range(1, STEPS + 1)]
+    assert [e.step for e in events.Scalars("eval/ce")] == [STEPS + 2, STEPS + 3]

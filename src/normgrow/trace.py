@@ -168,7 +168,7 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
 
     from normgrow.forward import teacher_hidden_states
     from normgrow.student import BlockStackStudent
-    from normgrow.trainer import backward_step, build_optimizer, optimizer_step
+    from normgrow.trainer import backward_step, build_optimizer, optimizer_step, shares_teacher_forward
 
     s, t = config["student"], config["train"]
     training = Training.from_config(t)
@@ -196,7 +196,7 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
             peaks, teacher_hidden = [], None
             for student, optimizer in group:
                 with tracker if tracked else nullcontext(), largest if tracked else nullcontext():
-                    if teacher_hidden is None and students > 1:  # a student alone runs the teacher in its step
+                    if teacher_hidden is None and shares_teacher_forward(students):
                         teacher_hidden = teacher_hidden_states(teacher, rows, targets[0])
                     backward_step(student, teacher, rows, objective, t["loss_chunk"], ranks.world, normalizer,
                                   targets, teacher_hidden=teacher_hidden)

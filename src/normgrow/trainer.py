@@ -165,6 +165,14 @@ def check_group(tasks: list[PhaseTask]) -> None:
         raise ValueError("a group's phases must share threads, train.state_every and train.loss_chunk")
 
 
+def shares_teacher_forward(students: int) -> bool:
+    """Whether an update of `students` runs the teacher once before their steps and hands each its hidden
+    states (a group: they stay in memory through every student's backward), or inside the one student's
+    step, which frees them before its backward (a phase alone). `GroupTrainer.step` and the memory trace
+    (normgrow.trace) both ask here."""
+    return students > 1
+
+
 @dataclass
 class TrainState:
     """What a phase in progress has done besides its weights and optimizer: the updates made, where
@@ -278,8 +286,8 @@ class GroupTrainer:
                                    "its phase does not belong to this group")
         rows = self.ranks.rows(batch, self.pad_id)
         targets = positions_and_labels(rows)
-        # one teacher forward for all; a student alone runs it inside its step, which frees it before backward
-        teacher_hidden = teacher_hidden_states(self.teacher, rows, targets[0]) if len(live) > 1 else None
+        shared = shares_teacher_forward(len(live))  # one teacher forward for all, or inside the one student's step
+        teacher_hidden = teacher_hidden_states(self.teacher, rows, targets[0]) if shared else None
         normalizer = int(loss_positions(batch.attention_mask).sum())
         still = []
         for member in live:
