@@ -130,6 +130,14 @@ def test_a_failing_student_is_named_and_the_others_keep_their_finished_work(setu
         assert phase_outputs(root / run) == phase_outputs(alone(setup, run)), run
 
 
+def test_a_group_whose_every_student_fails_names_them_all(setup, monkeypatch):
+    root = setup["root"] / "all-failing"
+    tasks = [task(setup, run, 0, root / run) for run in ("pre-grow", "post-grow")]
+    monkeypatch.setenv("NORMGROW_FAULT", "nan@2")
+    with pytest.raises(GroupFailed, match=r"pre seed .*non-finite loss.*; post seed .*non-finite loss"):
+        train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+
+
 def test_students_one_state_apart_resume_at_their_common_update(setup, monkeypatch):
     """A job killed between two students' saves leaves them a state apart: both resume at the older."""
     root = setup["root"] / "apart"

@@ -245,9 +245,10 @@ class GroupTrainer:
         try:
             for t in progress:
                 live = self.step(t, live)
-                if live:
-                    row = live[0].state.train_rows[-1]
-                    progress.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.1e}", refresh=False)
+                if not live:  # every student failed: nothing left to train or evaluate
+                    break
+                row = live[0].state.train_rows[-1]
+                progress.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.1e}", refresh=False)
                 if t % self.eval_every == 0 or t == self.steps:
                     self.evaluate(t, live)
                 self.faults.after_update(t)
