@@ -10,6 +10,7 @@ import pytest
 import yaml
 from conftest import REPO, SCHEMA, heavy_imports
 
+from normgrow import curriculum
 from normgrow.config import science_config, validate_config
 from normgrow.curriculum import (
     DataState,
@@ -19,6 +20,7 @@ from normgrow.curriculum import (
     phase_spec,
     phase_start_state,
     run_phases,
+    stream_key,
 )
 from normgrow.tracking import Tracking
 
@@ -217,6 +219,66 @@ def test_lr_restart_false_changes_the_earlier_phase(default):
     table, before = PhaseTable.from_config(changed), PhaseTable.from_config(default)
     assert table.runs[("post-grow", 42)][0] != before.runs[("post-grow", 42)][0]
     assert table.runs[("post-freeze", 42)][0] == before.runs[("post-freeze", 42)][0]
+
+
+# Every part of what a phase reads (the stream identity): changing any one gives other batches or
+# other teacher outputs, so the phase must not train on another's stream.
+STREAM_CHANGES = {
+    "seed": lambda s: dataclasses.replace(s, seed=s.seed + 1),
+    "shard_docs": lambda s: dataclasses.replace(s, shard_docs=s.shard_docs + 1),
+    "batch_size": lambda s: dataclasses.replace(s, training=dataclasses.replace(s.training, batch_size=3)),
+    "eval_every": lambda s: dataclasses.replace(s, training=dataclasses.replace(s.training, eval_every=7)),
+    "teacher_dtype": lambda s: dataclasses.replace(s, teacher_dtype="bfloat16"),
+    "attn_implementation": lambda s: dataclasses.replace(s, student={**s.student, "attn_implementation": "eager"}),
+    "upstream": lambda s: dataclasses.replace(s, upstream={**s.upstream, "tokenizer": {"vocab_size": 7}}),
+    "data policy": lambda s: dataclasses.replace(
+        s, phases=(*s.phases[:-1], dataclasses.replace(s.phases[-1], data="fresh"))),
+    "earlier phase's budget": lambda s: dataclasses.replace(
+        s, phases=(dataclasses.replace(s.phases[0], steps=7), *s.phases[1:])),
+}
+
+
+@pytest.mark.parametrize("field", list(STREAM_CHANGES))
+def test_phases_that_read_other_batches_never_share_a_stream(default, field):
+    spec = phase_spec(default, "post-grow", 42, 1)
+    assert stream_key(STREAM_CHANGES[field](spec)) != stream_key(spec)
+
+
+def test_phases_of_different_seeds_are_never_grouped(default):
+    table = PhaseTable.from_config({**default, "seeds": [1, 2]})
+    groups = table.groups(8)
+    assert groups  # pre- and post-norm of one seed share their batches
+    for group in groups:
+        assert len({table.specs[key].seed for key in group.keys}) == 1, group
+
+
+def test_the_document_order_enters_every_phase_key_and_stream(default, monkeypatch):
+    """Results read in another order (normgrow.data.epoch_permutation, pinned in test_data) are
+    never taken for these: the order's salt is part of the phase key and the stream key."""
+    spec = phase_spec(default, "post-grow", 42, 1)
+    key, stream = spec.key, stream_key(spec)
+    monkeypatch.setattr(curriculum, "DOCUMENT_ORDER", "every epoch of the shard in another order")
+    assert spec.key != key and stream_key(spec) != stream
+
+
+# How the appended blocks start (curriculum `growth`); None and `random` are the paper's.
+GROWTHS = [{"operator": "zero"}, {"operator": "zero", "from": "copy"}, {"operator": "copy"},
+           {"operator": "ramp", "steps": 10}, {"operator": "ramp", "steps": 20}, None]
+
+
+def test_every_growth_operator_and_setting_is_its_own_phase(default):
+    """Two grow runs that differ only in how phase 1's block starts share phase 0, and no later phase."""
+    runs = []
+    for growth in [*GROWTHS, {"operator": "random"}]:
+        config = copy.deepcopy(default)
+        config["curricula"]["grow"][1].pop("growth", None)
+        if growth is not None:
+            config["curricula"]["grow"][1]["growth"] = growth
+        runs.append([spec.key for spec in [phase_spec(config, "post-grow", 42, p) for p in range(3)]])
+    assert len({run[0] for run in runs}) == 1
+    assert runs[-1] == runs[-2]  # `random` is the default
+    for later in (1, 2):
+        assert len({run[later] for run in runs[:-1]}) == len(GROWTHS)
 
 
 def test_execution_from_config(default):

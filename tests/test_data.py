@@ -18,7 +18,7 @@ from conftest import split_in_memory
 from transformers import AutoTokenizer
 
 from normgrow import data
-from normgrow.curriculum import DataState, phase_start_state
+from normgrow.curriculum import DOCUMENT_ORDER, DataState, phase_start_state
 from normgrow.data import (
     Batch,
     DocumentIterator,
@@ -112,6 +112,27 @@ def test_epoch_permutation_for_the_chosen_seed_is_not_identity():
     assert epoch_permutation(SHARD, SEED + 1, 1).tolist() != perm.tolist()
 
 
+# The document order of each salt the phase keys carry (normgrow.curriculum.DOCUMENT_ORDER): seed
+# SEED's epochs 0..2 of the six-document shard. An order that changes must come with a new salt (and
+# its order pinned here), or results read in another order would keep their keys.
+PINNED_ORDERS = {
+    "every epoch of the shard permuted by (seed, epoch)": [[3, 2, 5, 4, 0, 1], [1, 4, 3, 0, 2, 5], [5, 2, 0, 1, 4, 3]],
+}
+
+
+def test_the_document_order_is_the_one_its_identity_salt_names(store):
+    assert DOCUMENT_ORDER in PINNED_ORDERS, f"a new document order {DOCUMENT_ORDER!r}: pin its order here"
+    epochs = PINNED_ORDERS[DOCUMENT_ORDER]
+    assert read(iterator(store, DataState()), 9) == [doc for epoch in epochs for doc in epoch]
+
+
+def test_no_seed_reads_an_epoch_in_the_order_of_another_seeds_epoch():
+    """Seeds are independent draws of the order: seed s's second epoch is not seed s + 1's first."""
+    for seed in range(5):
+        assert epoch_permutation(20, seed, 1).tolist() != epoch_permutation(20, seed + 1, 0).tolist()
+        assert epoch_permutation(20, seed, 2).tolist() != epoch_permutation(20, seed + 1, 1).tolist()
+
+
 def first_epoch(seed: int = SEED) -> list[int]:
     """The shard in epoch 0's order: document numbers in reading order → training-document indices."""
     return epoch_permutation(SHARD, seed, 0).tolist()
@@ -186,6 +207,15 @@ def test_fresh_reads_past_the_shard_and_never_wraps(store):
         fresh.next_batch()
     # the failed read did not move the iterator
     assert fresh.state.position == 10
+
+
+def test_a_batch_one_document_past_the_train_split_is_refused_and_reads_nothing(store):
+    """The batch whose last document would be the split's length (the first index past it)."""
+    start = DataState(mode="stream", position=9, high_water=9)
+    it = iterator(store, start)
+    with pytest.raises(IndexError, match=r"training document 10, but the train split holds 10"):
+        it.next_batch()
+    assert it.state == start
 
 
 @pytest.mark.parametrize("before", ["continue past the shard", "reset then one batch"])

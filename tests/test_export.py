@@ -160,6 +160,22 @@ def test_generate_is_the_students_greedy_decoding(tmp_path, sources, placement):
     assert torch.equal(generated, expected)
 
 
+def test_the_export_attends_beyond_the_teachers_sliding_window(tmp_path, sources):
+    """The student's causal mask spans the whole sequence, whatever the teacher's config says: a
+    Mistral teacher with a two-token sliding window exports a model that still computes the
+    student's logits on nine tokens (the family's own class, which would apply the window)."""
+    teacher = tiny_teacher("mistral")
+    teacher.config.sliding_window = 2
+    teacher.save_pretrained(tmp_path / "teacher")
+    student = trained_phase(tmp_path / "phase", tmp_path / "teacher", "pre", active_blocks=1)
+    export_phase(tmp_path / "phase", tmp_path / "out", tmp_path / "teacher", sources["tokenizer"])
+    model = load(tmp_path / "out", remote=False)
+    with torch.no_grad():
+        logits = model(input_ids=IDS, attention_mask=MASK).logits
+    torch.testing.assert_close(logits, student_logits(student), rtol=1e-5, atol=1e-5)
+    assert model.config.sliding_window is None
+
+
 @pytest.mark.parametrize("placement", ["pre", "deepnorm"])
 def test_only_the_active_blocks_are_exported(tmp_path, sources, placement):
     """One of three blocks active: L layers exported, no weight of an inactive block in the file."""

@@ -40,6 +40,14 @@ def test_a_key_that_contradicts_its_parent_is_refused():
         list(walk(schema))
 
 
+def test_a_science_key_under_an_execution_parent_is_refused():
+    """Else it would drop out of the phase keys with its execution parent, silently."""
+    schema = yaml.safe_load(SCHEMA.read_text())
+    schema["properties"]["tracking"]["properties"]["project"]["kind"] = "science"
+    with pytest.raises(SchemaKindError, match=r"tracking\.project is science under an? execution parent"):
+        list(walk(schema))
+
+
 def test_the_phase_key_execution_and_the_rerun_triggers_follow_the_marks(default):
     marked = set(execution_keys())
     assert {("threads",), ("resources",), ("tracking",), ("teacher", "pretrain", "threads")} <= marked

@@ -58,6 +58,16 @@ def test_a_run_outside_the_regime_names_each_property():
     assert lead.ours == "-0.100 (post-grow; teacher 4.000)"
 
 
+def test_the_teacher_lead_reads_each_runs_own_last_phase():
+    """A one-phase joint run ends at phase 0: its final CE counts, though other runs go on to phase 2."""
+    joint = pd.DataFrame([{"run": "post-joint", "seed": 42, "phase": 0, "ce": 4.1, "kd": 0.5, "kd_soft": 5.0,
+                           "run_unique_tokens": 1000}])
+    props = by_name(regime(config(), TEACHER, DATA, pd.concat([phases(), joint], ignore_index=True),
+                           paper_reference()["regime"]))
+    lead = props["teacher ahead of every run"]
+    assert lead.ours == "+0.100 (post-joint; teacher 4.000)" and lead.in_regime is False
+
+
 @pytest.mark.parametrize("fraction,updates", [(0.015, 2), (0.134, 20), (0.13, 20), (0.12, 18)])
 def test_warmup_updates(fraction, updates):
     prop = next(p for p in regime(config(warmup_fraction=fraction), TEACHER, DATA, phases(),

@@ -231,6 +231,23 @@ def test_resume_restores_the_random_number_generators(setup, monkeypatch):
     assert resumed == reference[5:]
 
 
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP in one process, no group
+def test_exactly_the_newest_keep_states_remain(tmp_path):
+    """Saving five states with keep = 2 leaves the newest two, manifests and directories alike."""
+    import torch
+
+    from normgrow.distributed import Ranks
+    from normgrow.resume import ResumeStore
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    store = ResumeStore(tmp_path, {"phase": "p"}, Ranks(0, 1, torch.device("cpu")), keep=2)
+    for step in range(1, 6):
+        store.save(step, model, optimizer, {"update": step})
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["state-4", "state-4.json", "state-5", "state-5.json"]
+    assert store.latest_step() == 5
+
+
 @pytest.mark.slow
 def test_workflow_with_every_phase_preempted_once_matches_the_uninterrupted_run(ci_workdir, tmp_path):
     """The whole CI workflow with SIGTERM at update 5 of every phase: each phase saves a state,

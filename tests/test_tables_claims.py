@@ -15,6 +15,7 @@ from normgrow.paper.claims import (
 )
 from normgrow.paper.reference import paper_reference as ref
 from normgrow.paper.results import NotBuilt, Results
+from normgrow.paper.stats import mean_ci, t975
 from normgrow.paper.tables import (
     NORM_WEIGHTS,
     build_tables,
@@ -95,6 +96,17 @@ def test_tables_skip_missing_runs():
     assert claims["crossover after phase 0 (Δ_0 ≥ −m; Δ < 0 once blocks are appended)"].verdict != NOT_CHECKED
 
 
+@pytest.mark.parametrize("df,quantile", [(1, 12.706), (30, 2.042), (31, 2.040), (100, 1.984)])
+def test_the_t_quantile_of_the_95_percent_interval(df, quantile):
+    assert t975(df) == pytest.approx(quantile, abs=5e-4)
+
+
+def test_the_interval_of_31_seeds_uses_the_t_quantile_not_the_normal():
+    """32 values 0, 2, 0, 2, ...: mean 1, sample std √(32/31), half width t_{0.975, 31}·√(32/31)/√32."""
+    mean, low, high = mean_ci(pd.Series([0.0, 2.0] * 16))
+    assert mean == 1.0 and high - mean == pytest.approx(2.0395 / 31 ** 0.5, abs=1e-4) and mean - low == high - mean
+
+
 def test_sign_and_equivalence_verdicts():
     assert sign_verdict(pd.Series([-0.1, -0.12, -0.11])) == AGREES
     assert sign_verdict(pd.Series([0.1, 0.12, 0.11])) == DISAGREES
@@ -115,6 +127,14 @@ def test_claim_verdicts_on_fixtures(grow, joint, expected):
     verdicts = {c.name.split(" ")[0]: c.verdict for c in claims}
     for key, verdict in expected.items():
         assert verdicts[key] == verdict, (key, claims)
+
+
+def test_a_clear_difference_on_either_side_disagrees_with_equivalence():
+    """Δ_joint ≈ 0 is refuted by a difference clearly below −m as well as above +m."""
+    assert equivalence_verdict(pd.Series([-0.2, -0.21, -0.19]), margin=0.01) == DISAGREES
+    for joint in ((3.00, 2.80), (2.80, 3.00)):  # post-norm far ahead, then far behind
+        claims = check_claims(Results(fixture(joint=joint, noise=0.01)), pd.DataFrame(), margin=0.01)
+        assert next(c for c in claims if c.name.startswith("Δ_joint")).verdict == DISAGREES, joint
 
 
 def test_inconclusive_when_seeds_disagree():
@@ -237,6 +257,21 @@ def test_kurtosis_and_structural_token_claims():
     # a quarter of the paper's magnitude and more agrees
     quarter = claims_for(pre=[(40, 4.0, 100), (99, 10.0, 650)], post=[(1.0, 1.0, 5), (1.0, 1.0, 5)])
     assert quarter["pre-norm"].verdict == AGREES and quarter["scale"].verdict == AGREES
+
+
+def test_scale_drift_is_the_rms_spread_at_the_last_checkpoint_over_the_first():
+    """Pre-grow's per-token RMS std after block 0 growing ×4 against post-grow's ×1.5 agrees with
+    the claim; the same spread shrinking ×4 disagrees."""
+
+    def drift(pre: tuple[float, float], post: tuple[float, float]):  # the std at the first, the last checkpoint
+        rows = [{**row, "std": std} for run, stds in (("pre-grow", pre), ("post-grow", post))
+                for step, std in zip((10, 30), stds, strict=True) for row in rms_rows(run, 1, step, 10.0, 5.0, 9.0)]
+        claims = check_claims(Results(fixture(seeds=(1,))), pd.DataFrame(rows), 0.01)
+        return next(c for c in claims if c.name.startswith("scale drift"))
+
+    grows = drift(pre=(1.0, 4.0), post=(1.0, 1.5))
+    assert grows.ours == "pre ×4.00, post ×1.50" and grows.verdict == AGREES
+    assert drift(pre=(4.0, 1.0), post=(1.0, 1.5)).verdict == DISAGREES
 
 
 def test_placements_table_and_figure_against_pre_norm(tmp_path):

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import pandas as pd
 
-# two-sided 95% quantiles t_{0.975, df} for df = 1..30; the normal 1.960 beyond
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042]
 
-
+@cache
 def t975(df: int) -> float:
-    return _T975[df - 1] if df <= len(_T975) else 1.960
+    """The two-sided 95% quantile t_{0.975, df} of Student's t (scipy; imported here, not with the
+    module: the workflow's DAG imports normgrow.paper.study)."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, df))
 
 
 def mean_ci(values: pd.Series) -> tuple[float, float, float]:
