@@ -29,10 +29,14 @@ def table_row(r: dict) -> str:
 
 
 def default_pretrain() -> dict:
-    """The embedded default's teacher.pretrain (config.yaml): width, heads, batch, schedule."""
+    """The embedded default's teacher.pretrain (config.yaml, schema defaults filled): width, heads, batch,
+    schedule."""
     import yaml
 
-    return yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())["teacher"]["pretrain"]
+    from normgrow.config import validate_config
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    return validate_config(config)["teacher"]["pretrain"]
 
 
 def main(argv: list[str]) -> None:

