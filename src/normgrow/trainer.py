@@ -47,6 +47,7 @@ import torch
 from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
+from normgrow import science_code
 from normgrow.checkpoint import atomic_write, load_student, read_json, save_student, write_json
 from normgrow.curriculum import DataState, Execution, PhaseSpec, Training, snapshot_steps, stream_key
 from normgrow.data import Batch, DocumentIterator, TokenStore, fixed_batches
@@ -140,6 +141,7 @@ def train_phases(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, lo
     group; `train_phase` is a group of one); returns their states in order. Refused unless every
     phase reads the same stream and runs under the same threads and state interval."""
     check_group(tasks)
+    science_code.record()  # the code this process trains with, read before anything else is loaded
     with process_group() as ranks:
         torch.set_num_threads(tasks[0].execution.threads)
         spec = tasks[0].spec
@@ -176,6 +178,12 @@ class TrainState:
     counters: dict[str, int]
     train_rows: list[dict] = field(default_factory=list)
     eval_rows: list[dict] = field(default_factory=list)
+    code: list[dict] = field(default_factory=list)  # normgrow.science_code.record of each job that trained it
+
+    def trained_by(self, code: dict) -> None:
+        """Count `code` among the code that trained this phase (a job resumed under other code adds it)."""
+        if not self.code or self.code[-1] != code:
+            self.code.append(code)
 
     @classmethod
     def start(cls, data: DataState) -> TrainState:
@@ -186,7 +194,7 @@ class TrainState:
 
     @classmethod
     def from_json(cls, saved: dict) -> TrainState:
-        return cls(**{**saved, "data": DataState(**saved["data"])})
+        return cls(**{"code": [science_code.UNRECORDED], **saved, "data": DataState(**saved["data"])})
 
 
 class GroupTrainer:
@@ -355,6 +363,8 @@ class PhaseTrainer:
             self.state = TrainState.from_json(saved)
             self.batches.state = self.state.data
             print(f"{self.label}: resumed from the state at update {self.state.step}", file=self.log, flush=True)
+        if self.state.step < self.spec.phase.steps:
+            self.state.trained_by(science_code.record())
         attached = {"spec": self.spec.to_json(), "execution": asdict(self.execution)}
         self.tracker = Tracker(self.execution.tracking, attached, self.ranks.main, self.ranks.device,
                                first_step=self.before["global_step"] + self.state.step + 1)
@@ -424,7 +434,7 @@ class PhaseTrainer:
             "global_step": before["global_step"] + phase.steps, "data": self.batches.state.as_dict(),
             "phase_counters": counters, "run_counters": {k: before["run_counters"][k] + counters[k] for k in COUNTERS},
             "final_eval": self.state.eval_rows[-1], "wall_seconds": time.time() - self.start_time,
-            "ranks": self.ranks.world,
+            "ranks": self.ranks.world, "code": self.state.code,
         }
         save_student(self.student, self.out / "student.safetensors")
         if self.ranks.main:
