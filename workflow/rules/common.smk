@@ -3,6 +3,7 @@
 # reaches a job through its params or inputs, so that changing it reruns the job; execution settings
 # (kind `execution`: threads, resources, train.state_every, train.loss_chunk, ...) are read by the job
 # from `snakemake.config`, so that changing them reruns nothing.
+from normgrow import science_code
 from normgrow.config import (
     built_runs,
     job_resources,
