@@ -201,6 +201,29 @@ def test_a_named_teacher_ignores_the_pretraining_recipe(default):
     assert set(PhaseTable.from_config(named).specs) == set(PhaseTable.from_config(other).specs)
 
 
+def hub_config(default: dict, teacher_revision=None, data_revision=None) -> dict:
+    """The default with a hub teacher and a hub dataset at the given revisions (validated, as the DAG sees it)."""
+    config = copy.deepcopy(default)
+    config["teacher"].update(name="Qwen/Qwen3-0.6B-Base", revision=teacher_revision)
+    config["data"]["source"] = {"loader": "datasets", "path": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT",
+                                "streaming": True, "text_field": "text", "revision": data_revision}
+    return validate_config(config, SCHEMA)
+
+
+def test_a_revision_of_the_teacher_or_the_data_changes_every_key(default):
+    """teacher.revision and data.source.revision are science: another snapshot is another phase. A null
+    revision is no revision (the default branch): the keys of configs that name none stay as they were."""
+    unpinned = set(PhaseTable.from_config(hub_config(default)).specs)
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    for pinned in (hub_config(default, teacher_revision=sha), hub_config(default, data_revision=sha)):
+        assert not unpinned & set(PhaseTable.from_config(pinned).specs)
+    assert set(PhaseTable.from_config(hub_config(default, sha)).specs) != set(
+        PhaseTable.from_config(hub_config(default, sha[::-1])).specs)
+    left_out = copy.deepcopy(hub_config(default))
+    assert "revision" not in left_out["teacher"] and "revision" not in left_out["data"]["source"]
+    assert set(PhaseTable.from_config(left_out).specs) == unpinned
+
+
 def test_extending_a_curriculum_keeps_its_prefix(default):
     extended = copy.deepcopy(default)
     extended["curricula"]["grow-more"] = [*default["curricula"]["grow"], {"active_blocks": 3, "data": "fresh"}]

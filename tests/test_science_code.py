@@ -133,7 +133,8 @@ def test_the_report_compares_with_the_checkout_and_the_installed_software(tmp_pa
                         f"package\ttorch\t{CURRENT['torch']}\npackage\ttransformers\t{CURRENT['transformers']}\n")
     data = {"splits": {"valid": {"text_sha256": "0" * 64}}, "corpus": {"source": {"loader": "datasets"}}}
     phases = collected(tmp_path, {"pre-grow": [CURRENT]})
-    assert report_provenance(data, versions, phases, CURRENT["digest"])["code warning"] is None
-    found = report_provenance(data, versions, phases, "d" * 16)
+    config = {"teacher": {"name": None}, "tokenizer": {"train": True}, "data": {"source": {"loader": "package"}}}
+    assert report_provenance(data, versions, phases, CURRENT["digest"], config)["code warning"] is None
+    found = report_provenance(data, versions, phases, "d" * 16, config)
     assert found["current code"] == {**CURRENT, "digest": "d" * 16}
     assert "d" * 16 in found["code warning"] and CURRENT["digest"] in found["code warning"]

@@ -38,3 +38,19 @@ def test_unigram_baseline_is_the_add_one_smoothed_unigram_ce(tmp_path):
     expected = -(math.log(p[1]) + math.log(p[2])) / 2
     for chunk in (1, 2, 10_000):
         assert math.isclose(unigram_ce(train, valid, vocab_size=4, chunk=chunk), expected)
+
+
+def test_the_teacher_is_loaded_at_its_revision(tmp_path, monkeypatch):
+    """teacher.revision reaches from_pretrained (a hub snapshot; none: the default branch)."""
+    import transformers
+
+    from normgrow.teacher import load_teacher
+
+    make_teacher().save_pretrained(tmp_path)
+    asked = []
+    load = transformers.AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *args, **kw: asked.append(kw["revision"]) or load(*args, **kw))
+    assert not load_teacher(str(tmp_path), revision="0123abc").training
+    load_teacher(str(tmp_path))
+    assert asked == ["0123abc", None]

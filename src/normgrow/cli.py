@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--tasks", type=Path, help="phases that read one batch stream, as a JSON list of "
                                                  "normgrow.trainer.PhaseTask, trained on one teacher forward per batch")
     train.add_argument("--teacher", required=True, help="teacher hub id or local directory")
+    train.add_argument("--teacher-revision", help="a hub teacher's revision (teacher.revision; default: the hub's "
+                                                  "default branch)")
     train.add_argument("--tokens", type=Path, required=True, help="tokenized data directory")
     train.add_argument("--previous", type=Path, help="the previous phase's output directory")
     train.add_argument("--out", type=Path, help="this phase's output directory (with --spec)")
@@ -78,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                                           "the phase directory, where the workflow builds it)")
     export.add_argument("--tokenizer", help="hub id or directory (default: results/data/tokenizer beside the phase "
                                             "directory, else the teacher's)")
+    export.add_argument("--teacher-revision", help="a hub teacher's revision (the run's teacher.revision), also of "
+                                                   "its tokenizer when that is the teacher's")
     args = parser.parse_args(argv)
     if args.command == "export":
         return print_export(args)
@@ -97,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         spec, execution = read_phase_arguments(args.spec)
         tasks = [PhaseTask(spec, execution, args.previous, args.out)]
     try:
-        train_phases(tasks, args.teacher, args.tokens)
+        train_phases(tasks, args.teacher, args.tokens, teacher_revision=args.teacher_revision)
     except Preempted as stop:
         print(stop, file=sys.stderr)
         return Preempted.exit_code
@@ -147,7 +151,7 @@ def teacher_config(config: dict, override: str | None):
     teacher = override or config["teacher"]["name"]
     if teacher is None:
         raise SystemExit("teacher.name is null (a teacher built by the workflow): pass --teacher-config DIR")
-    return AutoConfig.from_pretrained(teacher)
+    return AutoConfig.from_pretrained(teacher, revision=None if override else config["teacher"].get("revision"))
 
 
 def print_plan(args) -> int:
@@ -170,7 +174,8 @@ def print_export(args) -> int:
               file=sys.stderr)
         return 1
     try:
-        summary = export_phase(args.phase_dir, args.out, teacher, args.tokenizer or built_tokenizer or teacher)
+        summary = export_phase(args.phase_dir, args.out, teacher, args.tokenizer or built_tokenizer or teacher,
+                               args.teacher_revision)
     except (OSError, ValueError) as error:  # a bad phase directory, teacher or tokenizer: one line
         print(f"normgrow export: {' '.join(str(error).split())}", file=sys.stderr)
         return 1

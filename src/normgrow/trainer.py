@@ -127,16 +127,19 @@ class GroupFailed(RuntimeError):
 
 
 def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path, previous: Path | None,
-                out: Path, log=sys.stderr) -> dict:
+                out: Path, log=sys.stderr, teacher_revision: str | None = None) -> dict:
     """Train the phase `spec` (the last of its phases) from the previous phase's outputs in
     `previous`; write student.safetensors, state.json, train.csv, eval.csv and snapshots/ under
     `out`. Resumes from `out/resume/` if a verified state of the same spec is there. Runs in this
     process, or on every rank of a torchrun launch (normgrow.launch), with the student sharded by
-    FSDP2 (normgrow.distributed). Returns the state."""
-    return train_phases([PhaseTask(spec, execution, previous, Path(out))], teacher_path, tokens_dir, log)[0]
+    FSDP2 (normgrow.distributed). `teacher_revision`: a hub teacher's revision (teacher.revision).
+    Returns the state."""
+    return train_phases([PhaseTask(spec, execution, previous, Path(out))], teacher_path, tokens_dir, log,
+                        teacher_revision)[0]
 
 
-def train_phases(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, log=sys.stderr) -> list[dict]:
+def train_phases(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, log=sys.stderr,
+                 teacher_revision: str | None = None) -> list[dict]:
     """Train phases that read one batch stream side by side on one teacher forward per batch (a
     group; `train_phase` is a group of one); returns their states in order. Refused unless every
     phase reads the same stream and runs under the same threads and state interval."""
@@ -145,7 +148,7 @@ def train_phases(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, lo
     with process_group() as ranks:
         torch.set_num_threads(tasks[0].execution.threads)
         spec = tasks[0].spec
-        teacher = load_teacher(teacher_path, spec.teacher_dtype, spec.student["attn_implementation"])
+        teacher = load_teacher(teacher_path, spec.teacher_dtype, spec.student["attn_implementation"], teacher_revision)
         teacher.to(ranks.device)
         trainer = GroupTrainer(tasks, teacher, Path(tokens_dir), ranks, log if ranks.main else open(os.devnull, "w"))
         return trainer.run()

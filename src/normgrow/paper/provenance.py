@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,33 @@ def code_blocks(entries: list[dict], current: dict[str, str]) -> list[Block]:
             Grid(["science code", "torch", "transformers", "run phases", "runs", "this checkout's"],
                  [[e["digest"], e["torch"], e["transformers"], str(e["phases"]), ", ".join(e["runs"]),
                    "yes" if e["current"] else "no"] for e in entries])]
+
+
+# datasets' packaged builders: a `data.source.path` that reads files named by data_files, not a hub dataset
+BUILDERS = {"json", "csv", "parquet", "text", "arrow", "pandas", "webdataset", "xml", "sql", "imagefolder",
+            "audiofolder", "videofolder"}
+SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def revision_text(revision: str | None) -> str:
+    """A hub revision as the report shows it: a commit sha pins; a branch or tag can move; none is unpinned."""
+    if revision is None:
+        return "unpinned (the default branch when it was read; pin a commit sha)"
+    return revision if SHA.fullmatch(revision) else f"{revision} (a branch or tag: can move; pin a commit sha)"
+
+
+def hub_sources(config: dict) -> dict[str, str]:
+    """What the run read from the Hugging Face hub, each with its revision (teacher.revision,
+    data.source.revision): the teacher (and its tokenizer, when tokenizer.train is false) and the
+    dataset. A teacher in a local directory or pretrained here, a corpus file or builder: nothing."""
+    found = {}
+    name = config["teacher"]["name"]
+    if name is not None and not Path(name).expanduser().exists():
+        what = "teacher and tokenizer" if not config["tokenizer"]["train"] else "teacher"
+        found[f"{what}: {name}"] = revision_text(config["teacher"].get("revision"))
+    source = config["data"]["source"]
+    path = source.get("path")
+    if source["loader"] == "datasets" and path not in BUILDERS and not Path(path).expanduser().exists():
+        label = f"{path} ({source['name']})" if source.get("name") else path
+        found[f"dataset: {label}"] = revision_text(source.get("revision"))
+    return found

@@ -15,7 +15,14 @@ from normgrow.paper import figures
 from normgrow.paper.claims import NOT_CHECKED, check_claims
 from normgrow.paper.document import STATUSES, Block, Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
 from normgrow.paper.preconditions import massive_activations_table, preconditions
-from normgrow.paper.provenance import code_blocks, code_warning, key_versions, phase_code, read_versions
+from normgrow.paper.provenance import (
+    code_blocks,
+    code_warning,
+    hub_sources,
+    key_versions,
+    phase_code,
+    read_versions,
+)
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import leaves_regime, regime
 from normgrow.paper.results import Results
@@ -50,10 +57,10 @@ def is_far_from_paper(config: dict) -> bool:
     return config["train"]["phase_steps"] < 10_000 or config["teacher"]["name"] is None
 
 
-def report_provenance(data: dict, versions: Path, phases: pd.DataFrame, code_digest: str) -> dict:
-    """Data hashes, the key package versions and the workflow's git commit as rule `provenance`
-    recorded them (`versions`: its versions.tsv), and the code that trained the `phases` against this
-    checkout's (`code_digest` and the installed torch and transformers)."""
+def report_provenance(data: dict, versions: Path, phases: pd.DataFrame, code_digest: str, config: dict) -> dict:
+    """Data hashes, the hub sources' revisions (`config`), the key package versions and the workflow's
+    git commit as rule `provenance` recorded them (`versions`: its versions.tsv), and the code that
+    trained the `phases` against this checkout's (`code_digest` and the installed torch and transformers)."""
     hashes = {f"{split} text SHA-256": info["text_sha256"] for split, info in data["splits"].items()}
     source = data["corpus"]["source"]
     if "sha256" in source:
@@ -62,7 +69,8 @@ def report_provenance(data: dict, versions: Path, phases: pd.DataFrame, code_dig
     current = {"digest": code_digest, **{name: packages.get(name, "not installed") for name in PACKAGES}}
     code = phase_code(phases, current)
     return {"git commit": system["workflow git commit"], "packages": key_versions(packages), "data": hashes,
-            "code": code, "current code": current, "code warning": code_warning(code, current)}
+            "hub": hub_sources(config), "code": code, "current code": current,
+            "code warning": code_warning(code, current)}
 
 
 def final_reports(diagnostics: list[Path], roles: dict[str, Role]) -> dict[str, dict]:
@@ -128,7 +136,7 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
                "schematics": [p for p in setup_paths if p.suffix == ".png"],
                "figures": [p for p in figure_paths if p.suffix == ".png"], "config": config,
                "provenance": report_provenance(data, versions, read_metric(metrics["phases"]),
-                                               code_digest or digest())}
+                                               code_digest or digest(), config)}
     document = report_document(context)
     (out / "report.md").write_text(to_markdown(document))
     (out / "index.html").write_text(to_html(document, "normgrow report", out))
@@ -227,7 +235,8 @@ def report_document(c: dict) -> list[Block]:
     p = c["provenance"]
     blocks += [Heading("Provenance"),
                Items([("git commit", p["git commit"], True)] + [(k, v, False) for k, v in p["packages"].items()]
-                     + [(k, v, True) for k, v in p["data"].items()]),
+                     + [(k, v, True) for k, v in p["data"].items()]
+                     + [(f"{source}, revision", revision, True) for source, revision in p["hub"].items()]),
                *code_blocks(p["code"], p["current code"]),
                Heading("Configuration"), Code(yaml.safe_dump(c["config"], sort_keys=False), "yaml")]
     return blocks
