@@ -270,3 +270,22 @@ def test_phases_command_lists_every_run_phase_and_what_it_shares(capsys):
     freeze = next(line for line in lines if line.startswith("post-freeze seed 42 phase 0: results/phases/"))
     assert "shared with post-grow seed 42 phase 0, post-grow-reset seed 42 phase 0" in freeze
     assert len(lines) == 26
+
+
+def test_phases_command_lists_the_phases_trained_by_other_code(capsys, tmp_path, monkeypatch):
+    """`phases --other-code`: the state.json of each finished phase of the config whose code is not the
+    checkout's (to --forcerun them after a code fix); unfinished phases and other directories are left out."""
+    from normgrow.cli import main
+    from normgrow.science_code import record
+
+    keys = list(PhaseTable.from_config(validate_config(yaml.safe_load((REPO / "config.yaml").read_text()),
+                                                       SCHEMA)).specs)
+    codes = {keys[0]: [record()], keys[1]: [{**record(), "digest": "0" * 16}], keys[2]: [{"digest": "x"}, record()],
+             keys[3]: None, "0123456789abcdef": [{"digest": "0" * 16}]}
+    for key, code in codes.items():
+        (tmp_path / "results" / "phases" / key).mkdir(parents=True)
+        (tmp_path / "results" / "phases" / key / "state.json").write_text(json.dumps({} if code is None else
+                                                                                      {"code": code}))
+    monkeypatch.chdir(tmp_path)
+    assert main(["phases", str(REPO / "config.yaml"), "--other-code"]) == 0
+    assert sorted(capsys.readouterr().out.split()) == sorted(f"results/phases/{key}/state.json" for key in keys[1:4])

@@ -116,7 +116,7 @@ def test_the_report_warns_when_reused_phases_come_from_other_code(tmp_path):
 
 def test_the_report_warns_when_every_phase_comes_from_other_code_or_records_none(tmp_path):
     other_torch = {**CURRENT, "torch": "2.8.0"}
-    assert "every phase was trained by other code" in code_warning(
+    assert "every phase was trained by code other than this checkout" in code_warning(
         phase_code(collected(tmp_path / "a", {"pre-grow": [other_torch]}), CURRENT), CURRENT)
     resumed = collected(tmp_path / "b", {"pre-grow": [CURRENT, {**CURRENT, "digest": "c" * 16}]})
     assert resumed["code_digest"].tolist() == [f"{'a' * 16} + {'c' * 16}"]

@@ -5,7 +5,9 @@
 - `python -m normgrow.cli plan config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` prints the
   resource plan of a configuration (normgrow.plan);
 - `python -m normgrow.cli phases config.yaml [more.yaml ...]` prints where every phase of every run
-  is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase;
+  is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase; with
+  `--other-code`, only the state.json of each finished phase trained by code other than this checkout's
+  (normgrow.science_code), to `--forcerun` them after a code fix;
 - `python -m normgrow.cli preflight config.yaml configs/paper.yaml` compares the jobs' resources
   with the nodes `sinfo` reports, before anything is submitted (normgrow.preflight);
 - `python -m normgrow.cli trace config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` runs the
@@ -57,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
                                                    "(default: resources.train.group_size)")
     phases = commands.add_parser("phases", help="every run's phases, their directories and the runs sharing them")
     phases.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
+    phases.add_argument("--other-code", action="store_true",
+                        help="print only the state.json of each finished phase (under the working directory's "
+                             "results/phases) trained by code other than this checkout's (normgrow.science_code)")
     preflight = commands.add_parser("preflight", help="do the jobs' resources fit the cluster's nodes (sinfo)?")
     preflight.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     trace = commands.add_parser("trace", help="peak GPU memory of the training step and the one-GPU jobs, traced "
@@ -124,6 +129,15 @@ def print_phases(args) -> int:
     from normgrow.curriculum import PhaseTable
 
     table = PhaseTable.from_config(read_configs(args.configs))
+    if args.other_code:
+        from normgrow.science_code import digest, trained_by_other_code
+
+        current = digest()
+        for key in table.specs:
+            state = Path("results/phases") / key / "state.json"
+            if state.is_file() and trained_by_other_code(json.loads(state.read_text()), current):
+                print(state)
+        return 0
     print(f"{len(table.specs)} distinct phases of {sum(map(len, table.runs.values()))} run phases")
     for (run, seed), keys in table.runs.items():
         for p, key in enumerate(keys):

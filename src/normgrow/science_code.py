@@ -75,6 +75,12 @@ def version(package: str) -> str:
         return "not installed"
 
 
+def trained_by_other_code(state: dict, current: str) -> bool:
+    """Whether a phase's state.json (`state`) records code other than the digest `current`, in any job
+    that trained it, or records none (trained before phases recorded their code)."""
+    return {job.get("digest") for job in state.get("code") or [{}]} != {current}
+
+
 @functools.cache
 def record() -> dict[str, str]:
     """This process's code: the digest of the phase modules (read once, when first asked: the trainer

@@ -106,12 +106,12 @@ def code_warning(entries: list[dict], current: dict[str, str]) -> str | None:
     total = sum(entry["phases"] for entry in entries)
     found = "; ".join(f"{code_label(e)}: {e['phases']} of {total} run phases ({', '.join(e['runs'])})"
                       for e in others)
-    lead = (f"the phases come from {len(entries)} code versions" if len(entries) > 1
-            else "every phase was trained by other code")
-    return (f"Phases from other code: {lead}, not all from this checkout's {code_label(current)}. Other code: "
-            f"{found}. A phase is reused by its key, which does not include its code: these numbers are not this "
-            "checkout's until those phases are retrained (docs/workflow.md, Which code trained a phase, and "
-            "retraining after a code fix).")
+    lead = (f"the phases come from {len(entries)} code versions, not all this checkout's" if len(entries) > 1
+            else "every phase was trained by code other than this checkout's")
+    return (f"Phases from other code: {lead} ({code_label(current)}). Other code: {found}. A phase is reused by "
+            "its key, which does not include its code: these numbers are not this checkout's until those phases "
+            "are retrained (docs/workflow.md, Which code trained a phase, and retraining after a code fix: "
+            "python -m normgrow.cli phases CONFIGS --other-code lists them).")
 
 
 def code_blocks(entries: list[dict], current: dict[str, str]) -> list[Block]:
