@@ -258,7 +258,7 @@ def test_science_config_drops_execution_settings(default):
 
 
 def test_the_dag_helpers_import_no_torch():
-    assert heavy_imports("normgrow.config", "normgrow.curriculum") == []
+    assert heavy_imports("normgrow.config", "normgrow.curriculum", "normgrow.science_code") == []
 
 
 def test_phases_command_lists_every_run_phase_and_what_it_shares(capsys):
