@@ -20,7 +20,8 @@ from pathlib import Path
 
 # The modules whose code runs when a phase trains and can change its numbers (weights, losses,
 # evaluations, counters): the phase's code. Listed once, here; tests/test_science_code.py checks that
-# every normgrow module the trainer imports is here or in EXECUTION_ONLY.
+# every normgrow module a training job imports (workflow/scripts/train_phase.py, transitively) is here
+# or in EXECUTION_ONLY.
 PHASE_MODULES = (
     "trainer",       # the phase loop: updates, evaluation schedule, counters, outputs
     "objective",     # KD + CE
