@@ -343,3 +343,23 @@ def test_a_teacher_may_be_a_hub_id_or_a_local_directory(default, tmp_path):
     (tmp_path / "config.json").write_text("{}")
     default["teacher"]["name"] = str(tmp_path / "config.json")
     assert "is a file" in error_of(default)
+
+
+def test_a_revision_needs_a_hub_teacher_or_a_hub_dataset(default, tmp_path):
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    default["teacher"]["revision"] = sha  # the default pretrains its teacher here
+    assert error_of(copy.deepcopy(default)).startswith("teacher.revision:")
+    default["teacher"]["name"] = str(tmp_path)
+    assert "is a local directory" in error_of(copy.deepcopy(default))
+    default["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
+    config = validate_config(copy.deepcopy(default), SCHEMA)
+    assert config["teacher"]["revision"] == sha
+    default["data"]["source"]["revision"] = sha  # loader: package is checked by its SHA-256
+    assert error_of(copy.deepcopy(default)).startswith("data.source.revision:")
+
+
+def test_a_null_revision_is_no_revision(default):
+    default["teacher"].update(name="Qwen/Qwen3-0.6B-Base", revision=None)
+    default["data"]["source"]["revision"] = None
+    config = validate_config(default, SCHEMA)
+    assert "revision" not in config["teacher"] and "revision" not in config["data"]["source"]

@@ -203,6 +203,29 @@ def test_a_named_teacher_ignores_the_pretraining_recipe(default):
     assert set(PhaseTable.from_config(named).specs) == set(PhaseTable.from_config(other).specs)
 
 
+def hub_config(default: dict, teacher_revision=None, data_revision=None) -> dict:
+    """The default with a hub teacher and a hub dataset at the given revisions (validated, as the DAG sees it)."""
+    config = copy.deepcopy(default)
+    config["teacher"].update(name="Qwen/Qwen3-0.6B-Base", revision=teacher_revision)
+    config["data"]["source"] = {"loader": "datasets", "path": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT",
+                                "streaming": True, "text_field": "text", "revision": data_revision}
+    return validate_config(config, SCHEMA)
+
+
+def test_a_revision_of_the_teacher_or_the_data_changes_every_key(default):
+    """teacher.revision and data.source.revision are science: another snapshot is another phase. A null
+    revision is no revision (the default branch): the keys of configs that name none stay as they were."""
+    unpinned = set(PhaseTable.from_config(hub_config(default)).specs)
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    for pinned in (hub_config(default, teacher_revision=sha), hub_config(default, data_revision=sha)):
+        assert not unpinned & set(PhaseTable.from_config(pinned).specs)
+    assert set(PhaseTable.from_config(hub_config(default, sha)).specs) != set(
+        PhaseTable.from_config(hub_config(default, sha[::-1])).specs)
+    left_out = copy.deepcopy(hub_config(default))
+    assert "revision" not in left_out["teacher"] and "revision" not in left_out["data"]["source"]
+    assert set(PhaseTable.from_config(left_out).specs) == unpinned
+
+
 def test_extending_a_curriculum_keeps_its_prefix(default):
     extended = copy.deepcopy(default)
     extended["curricula"]["grow-more"] = [*default["curricula"]["grow"], {"active_blocks": 3, "data": "fresh"}]
@@ -297,7 +320,7 @@ def test_science_config_drops_execution_settings(default):
 
 
 def test_the_dag_helpers_import_no_torch():
-    assert heavy_imports("normgrow.config", "normgrow.curriculum") == []
+    assert heavy_imports("normgrow.config", "normgrow.curriculum", "normgrow.science_code") == []
 
 
 def test_phases_command_lists_every_run_phase_and_what_it_shares(capsys):
@@ -309,3 +332,22 @@ def test_phases_command_lists_every_run_phase_and_what_it_shares(capsys):
     freeze = next(line for line in lines if line.startswith("post-freeze seed 42 phase 0: results/phases/"))
     assert "shared with post-grow seed 42 phase 0, post-grow-reset seed 42 phase 0" in freeze
     assert len(lines) == 26
+
+
+def test_phases_command_lists_the_phases_trained_by_other_code(capsys, tmp_path, monkeypatch):
+    """`phases --other-code`: the state.json of each finished phase of the config whose code is not the
+    checkout's (to --forcerun them after a code fix); unfinished phases and other directories are left out."""
+    from normgrow.cli import main
+    from normgrow.science_code import record
+
+    keys = list(PhaseTable.from_config(validate_config(yaml.safe_load((REPO / "config.yaml").read_text()),
+                                                       SCHEMA)).specs)
+    codes = {keys[0]: [record()], keys[1]: [{**record(), "digest": "0" * 16}], keys[2]: [{"digest": "x"}, record()],
+             keys[3]: None, "0123456789abcdef": [{"digest": "0" * 16}]}
+    for key, code in codes.items():
+        (tmp_path / "results" / "phases" / key).mkdir(parents=True)
+        (tmp_path / "results" / "phases" / key / "state.json").write_text(json.dumps({} if code is None else
+                                                                                      {"code": code}))
+    monkeypatch.chdir(tmp_path)
+    assert main(["phases", str(REPO / "config.yaml"), "--other-code"]) == 0
+    assert sorted(capsys.readouterr().out.split()) == sorted(f"results/phases/{key}/state.json" for key in keys[1:4])

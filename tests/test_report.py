@@ -110,3 +110,22 @@ def test_renaming_every_run_changes_no_table_or_verdict(ci_workdir, tmp_path):
     assert claims(original) == claims(renamed)
     assert sorted(p.name for p in (original / "figures").iterdir()) == sorted(
         p.name for p in (renamed / "figures").iterdir())
+
+
+def test_the_report_shows_each_hub_source_with_its_revision_or_unpinned(tmp_path):
+    """The teacher (and its tokenizer) and the dataset read from the hub, at teacher.revision and
+    data.source.revision; a teacher pretrained here or in a local directory, a corpus file: none."""
+    from normgrow.paper.provenance import hub_sources
+
+    sha = "49e3418fbbbca6ecbdf9608b4d22e5a407081db4"
+    config = {"teacher": {"name": "Qwen/Qwen3-8B-Base", "revision": sha}, "tokenizer": {"train": False},
+              "data": {"source": {"loader": "datasets", "path": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT"}}}
+    assert hub_sources(config) == {"teacher and tokenizer: Qwen/Qwen3-8B-Base": sha,
+                                   "dataset: HuggingFaceFW/fineweb-edu (sample-10BT)":
+                                       "unpinned (the default branch when it was read; pin a commit sha)"}
+    config["teacher"]["revision"] = "main"
+    assert "a branch or tag: can move" in hub_sources(config)["teacher and tokenizer: Qwen/Qwen3-8B-Base"]
+    config["teacher"]["name"] = str(tmp_path)
+    config["data"]["source"] = {"loader": "datasets", "path": "json", "data_files": "corpus.jsonl"}
+    assert hub_sources(config) == {}
+    assert hub_sources({**config, "teacher": {"name": None}, "data": {"source": {"loader": "package"}}}) == {}

@@ -60,3 +60,19 @@ def test_the_boundary_embedding_trains_unless_it_is_the_padding_index(tmp_path):
         rows[kind] = model.get_input_embeddings().weight[0].detach()
     assert rows["zero"].abs().max() == 0
     assert rows["trained"].abs().max() > 0
+
+
+def test_the_teacher_is_loaded_at_its_revision(tmp_path, monkeypatch):
+    """teacher.revision reaches from_pretrained (a hub snapshot; none: the default branch)."""
+    import transformers
+
+    from normgrow.teacher import load_teacher
+
+    make_teacher().save_pretrained(tmp_path)
+    asked = []
+    load = transformers.AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *args, **kw: asked.append(kw["revision"]) or load(*args, **kw))
+    assert not load_teacher(str(tmp_path), revision="0123abc").training
+    load_teacher(str(tmp_path))
+    assert asked == ["0123abc", None]

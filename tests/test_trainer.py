@@ -171,6 +171,16 @@ def test_eval_rows_and_lr(freeze_run):
         assert lrs[0] == pytest.approx(1e-2) and lrs[-1] == pytest.approx(1e-4)
 
 
+def test_each_phase_records_the_code_that_trained_it(freeze_run):
+    """state.json names the science code digest and the torch and transformers versions
+    (normgrow.science_code): a phase reused after a code change can be told from a retrained one."""
+    from normgrow.science_code import record
+
+    for out in freeze_run:
+        assert json.loads((out / "state.json").read_text())["code"] == [record()]
+    assert set(record()) == {"digest", "torch", "transformers"} and torch.__version__ == record()["torch"]
+
+
 def test_deterministic_on_cpu(workspace, freeze_run):
     again = run_all(workspace, "second")
     for a, b in zip(freeze_run, again, strict=True):

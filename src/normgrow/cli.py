@@ -5,7 +5,9 @@
 - `python -m normgrow.cli plan config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` prints the
   resource plan of a configuration (normgrow.plan);
 - `python -m normgrow.cli phases config.yaml [more.yaml ...]` prints where every phase of every run
-  is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase;
+  is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase; with
+  `--other-code`, only the state.json of each finished phase trained by code other than this checkout's
+  (normgrow.science_code), to `--forcerun` them after a code fix;
 - `python -m normgrow.cli preflight config.yaml configs/paper.yaml` compares the jobs' resources
   with the nodes `sinfo` reports, before anything is submitted (normgrow.preflight);
 - `python -m normgrow.cli trace config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` runs the
@@ -40,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--tasks", type=Path, help="phases that read one batch stream, as a JSON list of "
                                                  "normgrow.trainer.PhaseTask, trained on one teacher forward per batch")
     train.add_argument("--teacher", required=True, help="teacher hub id or local directory")
+    train.add_argument("--teacher-revision", help="a hub teacher's revision (teacher.revision; default: the hub's "
+                                                  "default branch)")
     train.add_argument("--tokens", type=Path, required=True, help="tokenized data directory")
     train.add_argument("--previous", type=Path, help="the previous phase's output directory")
     train.add_argument("--out", type=Path, help="this phase's output directory (with --spec)")
@@ -55,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
                                                    "(default: resources.train.group_size)")
     phases = commands.add_parser("phases", help="every run's phases, their directories and the runs sharing them")
     phases.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
+    phases.add_argument("--other-code", action="store_true",
+                        help="print only the state.json of each finished phase (under the working directory's "
+                             "results/phases) trained by code other than this checkout's (normgrow.science_code)")
     preflight = commands.add_parser("preflight", help="do the jobs' resources fit the cluster's nodes (sinfo)?")
     preflight.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     trace = commands.add_parser("trace", help="peak GPU memory of the training step and the one-GPU jobs, traced "
@@ -78,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                                           "the phase directory, where the workflow builds it)")
     export.add_argument("--tokenizer", help="hub id or directory (default: results/data/tokenizer beside the phase "
                                             "directory, else the teacher's)")
+    export.add_argument("--teacher-revision", help="a hub teacher's revision (the run's teacher.revision), also of "
+                                                   "its tokenizer when that is the teacher's")
     args = parser.parse_args(argv)
     if args.command == "export":
         return print_export(args)
@@ -97,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         spec, execution = read_phase_arguments(args.spec)
         tasks = [PhaseTask(spec, execution, args.previous, args.out)]
     try:
-        train_phases(tasks, args.teacher, args.tokens)
+        train_phases(tasks, args.teacher, args.tokens, teacher_revision=args.teacher_revision)
     except Preempted as stop:
         print(stop, file=sys.stderr)
         return Preempted.exit_code
@@ -120,6 +129,15 @@ def print_phases(args) -> int:
     from normgrow.curriculum import PhaseTable
 
     table = PhaseTable.from_config(read_configs(args.configs))
+    if args.other_code:
+        from normgrow.science_code import digest, trained_by_other_code
+
+        current = digest()
+        for key in table.specs:
+            state = Path("results/phases") / key / "state.json"
+            if state.is_file() and trained_by_other_code(json.loads(state.read_text()), current):
+                print(state)
+        return 0
     print(f"{len(table.specs)} distinct phases of {sum(map(len, table.runs.values()))} run phases")
     for (run, seed), keys in table.runs.items():
         for p, key in enumerate(keys):
@@ -147,7 +165,7 @@ def teacher_config(config: dict, override: str | None):
     teacher = override or config["teacher"]["name"]
     if teacher is None:
         raise SystemExit("teacher.name is null (a teacher built by the workflow): pass --teacher-config DIR")
-    return AutoConfig.from_pretrained(teacher)
+    return AutoConfig.from_pretrained(teacher, revision=None if override else config["teacher"].get("revision"))
 
 
 def print_plan(args) -> int:
@@ -170,7 +188,8 @@ def print_export(args) -> int:
               file=sys.stderr)
         return 1
     try:
-        summary = export_phase(args.phase_dir, args.out, teacher, args.tokenizer or built_tokenizer or teacher)
+        summary = export_phase(args.phase_dir, args.out, teacher, args.tokenizer or built_tokenizer or teacher,
+                               args.teacher_revision)
     except (OSError, ValueError) as error:  # a bad phase directory, teacher or tokenizer: one line
         print(f"normgrow export: {' '.join(str(error).split())}", file=sys.stderr)
         return 1

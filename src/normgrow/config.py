@@ -53,6 +53,7 @@ def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
             lines.append(f"  {key}: {error.message}")
         raise ConfigError("invalid configuration:\n" + "\n".join(lines))
     check_config(config)
+    drop_null_revisions(config)
     return config
 
 
@@ -171,6 +172,7 @@ def check_config(config: dict) -> None:
         raise ConfigError(f"build: {', '.join(map(repr, unknown))} not defined under runs "
                           f"({', '.join(config['runs'])})")
     check_teacher_name(config["teacher"]["name"])
+    check_revisions(config)
     if not config["tokenizer"]["train"] and config["teacher"]["name"] is None:
         raise ConfigError("tokenizer.train: false takes the teacher's tokenizer, but teacher.name is null (a teacher "
                           "pretrained here has no tokenizer of its own): set tokenizer.train: true or teacher.name")
@@ -202,6 +204,29 @@ def check_teacher_name(name: str | None) -> None:
     if not HUB_ID.fullmatch(name):
         raise ConfigError(f"teacher.name: {name!r} is neither an existing local directory nor a Hugging Face hub id "
                           "(namespace/name)")
+
+
+def drop_null_revisions(config: dict) -> None:
+    """`revision: null` and no revision are one config (the default branch): the null is dropped, so
+    that neither a phase key nor a rule's params tell them apart (and configs written before revisions
+    existed keep their keys)."""
+    for holder in (config["teacher"], config["data"]["source"]):
+        if "revision" in holder and holder["revision"] is None:
+            del holder["revision"]
+
+
+def check_revisions(config: dict) -> None:
+    """A revision names a snapshot of a hub repository: teacher.revision needs a hub id as teacher.name
+    (a local directory or a teacher pretrained here has none), data.source.revision the datasets loader."""
+    name, revision = config["teacher"]["name"], config["teacher"].get("revision")
+    if revision is not None and (name is None or Path(name).expanduser().is_dir()):
+        where = "is null (a teacher pretrained here)" if name is None else f"{name!r} is a local directory"
+        raise ConfigError(f"teacher.revision: {revision!r} names a hub snapshot, but teacher.name {where}: set "
+                          "teacher.revision: null")
+    source = config["data"]["source"]
+    if source.get("revision") is not None and source["loader"] != "datasets":
+        raise ConfigError(f"data.source.revision: {source['revision']!r} is for loader: datasets (a hub dataset); "
+                          f"loader {source['loader']!r} checks its file by data.source.sha256 instead")
 
 
 def launch_ranks(config: dict) -> dict[str, int]:

@@ -61,7 +61,8 @@ def load_corpus(source: dict):
 
     loader `package`: a JSON file inside an installed package (keyed by title, one record each),
     verified against its SHA-256. loader `datasets`: `datasets.load_dataset(path, name, split,
-    data_files, streaming)` — a hub id (e.g. FineWeb-Edu `sample-10BT`) or a local path.
+    data_files, streaming, revision)` — a hub id (e.g. FineWeb-Edu `sample-10BT`) at data.source.revision,
+    or a local path.
     """
     import datasets
 
@@ -77,7 +78,8 @@ def load_corpus(source: dict):
         texts = [r.get(field) or "" for r in (records.values() if isinstance(records, dict) else records)]
         return datasets.Dataset.from_dict({"text": texts})
     ds = datasets.load_dataset(source["path"], name=source.get("name"), split=source.get("split", "train"),
-                               data_files=source.get("data_files"), streaming=source.get("streaming", False))
+                               data_files=source.get("data_files"), streaming=source.get("streaming", False),
+                               revision=source.get("revision"))
     return ds.select_columns([field]).rename_column(field, "text") if field != "text" else ds.select_columns(["text"])
 
 

@@ -79,12 +79,13 @@ def read_phase(phase_dir: Path) -> dict:
             "weights": weights, "shapes": shapes}
 
 
-def load_teacher_config(teacher):
-    """The teacher's `transformers` config: given as one, or read from a hub id / directory's config.json."""
+def load_teacher_config(teacher, revision: str | None = None):
+    """The teacher's `transformers` config: given as one, or read from a hub id (at `revision`) /
+    directory's config.json."""
     if isinstance(teacher, (str, Path)):
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(str(teacher))
+        return AutoConfig.from_pretrained(str(teacher), revision=revision)
     return teacher
 
 
@@ -196,24 +197,26 @@ def copy_remote_code(out: Path) -> None:
         written.add(name)
 
 
-def export_phase(phase_dir: Path, out: Path, teacher, tokenizer) -> dict:
+def export_phase(phase_dir: Path, out: Path, teacher, tokenizer, teacher_revision: str | None = None) -> dict:
     """Write phase `phase_dir`'s student to the new directory `out` as a `transformers` model with the
     tokenizer: `teacher` is the teacher's hub id, directory or config (its dimensions rebuild the
     student; no teacher weights are read), `tokenizer` a hub id or directory (the workflow's
-    results/data/tokenizer). An existing `out` is refused, not replaced; the directory is written
-    beside it and renamed into place, so that it is never seen half-written. Returns what was
-    written: class, remote code or not, placement, layers, parameters."""
+    results/data/tokenizer); `teacher_revision`: a hub teacher's revision (teacher.revision), also the
+    tokenizer's when it is the teacher's. An existing `out` is refused, not replaced; the directory
+    is written beside it and renamed into place, so that it is never seen half-written. Returns what
+    was written: class, remote code or not, placement, layers, parameters."""
     from transformers import AutoTokenizer
 
     out = Path(out)
     if out.exists():
         raise FileExistsError(f"{out}: exists; remove it or export elsewhere")
     phase = read_phase(phase_dir)
-    teacher_config = load_teacher_config(teacher)
+    teacher_config = load_teacher_config(teacher, teacher_revision)
     check_fit(phase, teacher_config)
     model = build_export(phase, teacher_config)
     remote = phase["placement"] != "pre"
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+    tokenizer_revision = teacher_revision if str(tokenizer) == str(teacher) else None  # the teacher's own
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer), revision=tokenizer_revision)
     partial = out.with_name(f".{out.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)  # left by an export that was killed
     partial.mkdir(parents=True)

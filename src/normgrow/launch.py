@@ -54,14 +54,15 @@ def read_phase_arguments(path: Path) -> tuple[PhaseSpec, Execution]:
 
 
 def launch_phases(tasks: list[PhaseTask], teacher: str, tokens: Path, log, ranks_per_node: int = 1,
-                  nodes: int = 1) -> int:
+                  nodes: int = 1, teacher_revision: str | None = None) -> int:
     """Train one phase, or a group on one teacher forward per batch, with `ranks_per_node × nodes`
-    ranks; return the exit status (143: preempted, resume by rerunning)."""
+    ranks (`teacher` at `teacher_revision`, a hub teacher's teacher.revision); return the exit status
+    (143: preempted, resume by rerunning)."""
     print(f"{ranks_per_node} rank(s) per node on {nodes} node(s); "
           f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}", file=log, flush=True)
     if ranks_per_node == 1 and nodes == 1:
         try:
-            train_phases(tasks, teacher, tokens, log)
+            train_phases(tasks, teacher, tokens, log, teacher_revision)
         except Preempted as stop:
             print(stop, file=log, flush=True)
             return Preempted.exit_code
@@ -71,6 +72,8 @@ def launch_phases(tasks: list[PhaseTask], teacher: str, tokens: Path, log, ranks
     spec_path = out / ".tasks.json"
     spec_path.write_text(json.dumps([task.to_json() for task in tasks]))
     args = ["--tasks", str(spec_path), "--teacher", str(teacher), "--tokens", str(tokens)]
+    if teacher_revision is not None:
+        args += ["--teacher-revision", teacher_revision]
     command = torchrun_command(ranks_per_node, nodes, args)
     print("launching:", " ".join(command), file=log, flush=True)
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

@@ -21,12 +21,14 @@ from normgrow.tracking import Tracker
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def load_teacher(name_or_path: str, dtype: str = "float32", attn_implementation: str = "sdpa"):
-    """The frozen teacher in eval mode (hub id or local path)."""
+def load_teacher(name_or_path: str, dtype: str = "float32", attn_implementation: str = "sdpa",
+                 revision: str | None = None):
+    """The frozen teacher in eval mode (hub id at `revision` — teacher.revision: a commit sha, branch or
+    tag; None: the hub's default branch — or local path)."""
     from transformers import AutoModelForCausalLM
 
     teacher = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=DTYPES[dtype],
-                                                   attn_implementation=attn_implementation)
+                                                   attn_implementation=attn_implementation, revision=revision)
     teacher.eval().requires_grad_(False)
     return teacher
 

@@ -47,6 +47,7 @@ import torch
 from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
+from normgrow import science_code
 from normgrow.checkpoint import atomic_write, load_student, read_json, save_student, write_json
 from normgrow.curriculum import DataState, Execution, PhaseSpec, Training, snapshot_steps, stream_key
 from normgrow.data import Batch, DocumentIterator, TokenStore, fixed_batches
@@ -126,24 +127,28 @@ class GroupFailed(RuntimeError):
 
 
 def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path, previous: Path | None,
-                out: Path, log=sys.stderr) -> dict:
+                out: Path, log=sys.stderr, teacher_revision: str | None = None) -> dict:
     """Train the phase `spec` (the last of its phases) from the previous phase's outputs in
     `previous`; write student.safetensors, state.json, train.csv, eval.csv and snapshots/ under
     `out`. Resumes from `out/resume/` if a verified state of the same spec is there. Runs in this
     process, or on every rank of a torchrun launch (normgrow.launch), with the student sharded by
-    FSDP2 (normgrow.distributed). Returns the state."""
-    return train_phases([PhaseTask(spec, execution, previous, Path(out))], teacher_path, tokens_dir, log)[0]
+    FSDP2 (normgrow.distributed). `teacher_revision`: a hub teacher's revision (teacher.revision).
+    Returns the state."""
+    return train_phases([PhaseTask(spec, execution, previous, Path(out))], teacher_path, tokens_dir, log,
+                        teacher_revision)[0]
 
 
-def train_phases(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, log=sys.stderr) -> list[dict]:
+def train_phases(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, log=sys.stderr,
+                 teacher_revision: str | None = None) -> list[dict]:
     """Train phases that read one batch stream side by side on one teacher forward per batch (a
     group; `train_phase` is a group of one); returns their states in order. Refused unless every
     phase reads the same stream and runs under the same threads and state interval."""
     check_group(tasks)
+    science_code.record()  # the code this process trains with, read before anything else is loaded
     with process_group() as ranks:
         torch.set_num_threads(tasks[0].execution.threads)
         spec = tasks[0].spec
-        teacher = load_teacher(teacher_path, spec.teacher_dtype, spec.student["attn_implementation"])
+        teacher = load_teacher(teacher_path, spec.teacher_dtype, spec.student["attn_implementation"], teacher_revision)
         teacher.to(ranks.device)
         trainer = GroupTrainer(tasks, teacher, Path(tokens_dir), ranks, log if ranks.main else open(os.devnull, "w"))
         return trainer.run()
@@ -184,6 +189,12 @@ class TrainState:
     counters: dict[str, int]
     train_rows: list[dict] = field(default_factory=list)
     eval_rows: list[dict] = field(default_factory=list)
+    code: list[dict] = field(default_factory=list)  # normgrow.science_code.record of each job that trained it
+
+    def trained_by(self, code: dict) -> None:
+        """Count `code` among the code that trained this phase (a job resumed under other code adds it)."""
+        if not self.code or self.code[-1] != code:
+            self.code.append(code)
 
     @classmethod
     def start(cls, data: DataState) -> TrainState:
@@ -194,7 +205,7 @@ class TrainState:
 
     @classmethod
     def from_json(cls, saved: dict) -> TrainState:
-        return cls(**{**saved, "data": DataState(**saved["data"])})
+        return cls(**{"code": [science_code.UNRECORDED], **saved, "data": DataState(**saved["data"])})
 
 
 class GroupTrainer:
@@ -364,6 +375,8 @@ class PhaseTrainer:
             self.state = TrainState.from_json(saved)
             self.batches.state = self.state.data
             print(f"{self.label}: resumed from the state at update {self.state.step}", file=self.log, flush=True)
+        if self.state.step < self.spec.phase.steps:
+            self.state.trained_by(science_code.record())
         attached = {"spec": self.spec.to_json(), "execution": asdict(self.execution)}
         self.tracker = Tracker(self.execution.tracking, attached, self.ranks.main, self.ranks.device,
                                first_step=self.before["global_step"] + self.state.step + 1)
@@ -433,7 +446,7 @@ class PhaseTrainer:
             "global_step": before["global_step"] + phase.steps, "data": self.batches.state.as_dict(),
             "phase_counters": counters, "run_counters": {k: before["run_counters"][k] + counters[k] for k in COUNTERS},
             "final_eval": self.state.eval_rows[-1], "wall_seconds": time.time() - self.start_time,
-            "ranks": self.ranks.world,
+            "ranks": self.ranks.world, "code": self.state.code,
         }
         save_student(self.student, self.out / "student.safetensors")
         if self.ranks.main:

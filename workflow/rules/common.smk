@@ -3,6 +3,7 @@
 # reaches a job through its params or inputs, so that changing it reruns the job; execution settings
 # (kind `execution`: threads, resources, train.state_every, train.loss_chunk, ...) are read by the job
 # from `snakemake.config`, so that changing them reruns nothing.
+from normgrow import science_code
 from normgrow.config import (
     built_runs,
     job_resources,
@@ -37,8 +38,21 @@ def teacher_input():
 
 
 def teacher_param(wildcards, input):
-    """What training loads: the built teacher directory, or the configured hub id / path."""
-    return config["teacher"]["name"] or input.teacher[0]
+    """What a job loads, `name` at `revision`: the configured hub id / path at teacher.revision, or the
+    built teacher directory. (A param that reads `input` is no rerun trigger: see hub_teacher_params.)"""
+    if config["teacher"]["name"]:
+        return {"name": config["teacher"]["name"], "revision": config["teacher"].get("revision")}
+    return {"name": input.teacher[0], "revision": None}
+
+
+def hub_teacher_params():
+    """A rerun trigger for the jobs that read a teacher named by teacher.name and are not named by a
+    phase key (its check and probe, the tokenizer taken from it, the trace): its name and revision, so
+    that another teacher or snapshot reruns them. Nothing for a teacher built here (its directory is
+    an input), so that configs without a hub teacher see no new param."""
+    if config["teacher"]["name"] is None:
+        return {}
+    return {"hub_teacher": {"name": config["teacher"]["name"], "revision": config["teacher"].get("revision")}}
 
 
 # Phases that read one batch stream train in one job when resources.train.group_size > 1 (train.smk).

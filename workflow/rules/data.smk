@@ -28,6 +28,7 @@ rule build_tokenizer:
         tokenizer=config["tokenizer"],
         boundary_token=config["data"]["boundary_token"],
         teacher=config["teacher"]["name"],
+        **hub_teacher_params(),  # the teacher's tokenizer at teacher.revision (tokenizer.train: false)
     log:
         "logs/data/build_tokenizer.log",
     benchmark:

@@ -30,6 +30,7 @@ rule check_teacher:
         "results/teacher/check.json",
     params:
         teacher=teacher_param,
+        **hub_teacher_params(),  # a rerun trigger: teacher_param is none
         dtype=config["teacher"]["dtype"],
         min_margin_nats=config["teacher"]["min_margin_nats"],
     threads: config["threads"]
@@ -55,6 +56,7 @@ rule probe_teacher:
         "results/teacher/probe.json",
     params:
         teacher=teacher_param,
+        **hub_teacher_params(),  # a rerun trigger: teacher_param is none
         dtype=config["teacher"]["dtype"],
     threads: config["threads"]
     log:

@@ -8,6 +8,7 @@ rule trace:
         "results/trace/trace.json",
     params:
         teacher=teacher_param,
+        **hub_teacher_params(),  # a rerun trigger: teacher_param is none
     log:
         "logs/trace.log",
     conda:

@@ -11,6 +11,7 @@ with job_log(snakemake.log[0]):
     else:
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(snakemake.params.teacher)
+        teacher = snakemake.params.hub_teacher  # the config check: tokenizer.train false needs teacher.name
+        tokenizer = AutoTokenizer.from_pretrained(teacher["name"], revision=teacher["revision"])
     print(f"tokenizer: {len(tokenizer)} tokens, boundary {boundary!r} = {boundary_id(tokenizer, boundary)}")
     tokenizer.save_pretrained(snakemake.output[0])

@@ -16,12 +16,13 @@ with job_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)
     tokens = Path(snakemake.input.tokens)
     pad_id = json.loads((tokens / "meta.json").read_text())["boundary_id"]
-    teacher = load_teacher(snakemake.params.teacher, snakemake.params.dtype).to(default_device())
+    source = snakemake.params.teacher
+    teacher = load_teacher(source["name"], snakemake.params.dtype, revision=source["revision"]).to(default_device())
     report = check_teacher(teacher, AutoTokenizer.from_pretrained(snakemake.input.tokenizer),
                            TokenStore(tokens / "train"), TokenStore(tokens / "valid"), pad_id,
                            rank_batch_size(snakemake.config), snakemake.params.min_margin_nats,
                            snakemake.config["train"]["loss_chunk"])  # execution settings: not params
     print(json.dumps(report, indent=2))
     if report["problems"]:
-        raise SystemExit(f"teacher check failed for {snakemake.params.teacher}: " + "; ".join(report["problems"]))
+        raise SystemExit(f"teacher check failed for {source['name']}: " + "; ".join(report["problems"]))
     Path(snakemake.output[0]).write_text(json.dumps(report, indent=2) + "\n")

@@ -22,7 +22,7 @@ with job_log(snakemake.log[0]):
     device = default_device()
     batch = collate(diag.get(list(range(len(diag)))), meta["boundary_id"])
     batch = Batch(batch.input_ids.to(device), batch.attention_mask.to(device))
-    teacher_config = AutoConfig.from_pretrained(p.teacher)
+    teacher_config = AutoConfig.from_pretrained(p.teacher["name"], revision=p.teacher["revision"])
     reports = []
     for step in p.steps:
         student = student_from_checkpoint(Path(snakemake.input.snapshots) / f"step{step}.safetensors",

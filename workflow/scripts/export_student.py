@@ -8,6 +8,7 @@ from normgrow.export import export_phase
 from normgrow.logs import job_log
 
 with job_log(snakemake.log[0]):
-    summary = export_phase(Path(snakemake.input.state).parent, Path(snakemake.output[0]), snakemake.params.teacher,
-                           snakemake.input.tokenizer)
+    teacher = snakemake.params.teacher
+    summary = export_phase(Path(snakemake.input.state).parent, Path(snakemake.output[0]), teacher["name"],
+                           snakemake.input.tokenizer, teacher["revision"])
     print(json.dumps(summary, indent=1))

@@ -13,4 +13,4 @@ with job_log(snakemake.log[0]):
     build_paper(Path(snakemake.output[0]), metrics, [Path(p) for p in i.diagnostics],
                 json.loads(Path(i.teacher_check).read_text()), json.loads(Path(i.teacher_probe).read_text()),
                 json.loads((Path(i.tokens) / "meta.json").read_text()), snakemake.params.config,
-                Path(i.versions))
+                Path(i.versions), snakemake.params.code)

@@ -18,7 +18,9 @@ with job_log(snakemake.log[0]):
     meta = json.loads((tokens / "meta.json").read_text())
     store = TokenStore(tokens / "diag")
     (batch,) = fixed_batches(store, len(store), meta["boundary_id"])
-    teacher = load_teacher(snakemake.params.teacher, snakemake.params.dtype, attn_implementation="eager")
+    source = snakemake.params.teacher
+    teacher = load_teacher(source["name"], snakemake.params.dtype, attn_implementation="eager",
+                           revision=source["revision"])
     layers = massive_activations(teacher.to(default_device()), batch.to(default_device()), meta["special_ids"])
     probe = {"documents": len(store), "real_tokens": batch.tokens, "layers": layers}
     print(json.dumps(probe, indent=2))

@@ -11,8 +11,9 @@ from normgrow.trace import format_trace, trace
 
 with job_log(snakemake.log[0]):
     config = snakemake.config
-    result = trace(config, AutoConfig.from_pretrained(snakemake.params.teacher), max(1, training_ranks(config)),
-                   config["resources"]["train"]["gpu_gb"])
+    teacher = snakemake.params.teacher
+    result = trace(config, AutoConfig.from_pretrained(teacher["name"], revision=teacher["revision"]),
+                   max(1, training_ranks(config)), config["resources"]["train"]["gpu_gb"])
     print(format_trace(result))
     if not result["fits"]:
         raise SystemExit(f"the traced peak exceeds 90% of resources.train.gpu_gb ({result['gpu_gb']:g} GB): "

@@ -22,6 +22,7 @@ with job_log(snakemake.log[0]) as log:
         execution = Execution.from_config(snakemake.config, table.snapshots[key], tracked_as=run_name(sharing[0]))
         previous = None if spec.previous is None else Path(snakemake.params.phase_dir.format(key=spec.previous.key))
         tasks.append(PhaseTask(spec, execution, previous, Path(snakemake.params.phase_dir.format(key=key))))
-    status = launch_phases(tasks, snakemake.params.teacher, Path(snakemake.input.tokens), log,
-                           **launch_ranks(snakemake.config))
+    teacher = snakemake.params.teacher
+    status = launch_phases(tasks, teacher["name"], Path(snakemake.input.tokens), log,
+                           teacher_revision=teacher["revision"], **launch_ranks(snakemake.config))
 sys.exit(status)

@@ -1,16 +1,21 @@
-"""What ran: the git commit of the workflow's checkout and the installed software. The report
-(index.html, report.md) shows the key packages; rule `provenance` writes every distribution and the
-resolved configuration for `snakemake --report` (results/provenance/)."""
+"""What ran: the git commit of the workflow's checkout, the installed software, and the code that
+trained each phase (normgrow.science_code, as results.phase_code collects it). The report (index.html,
+report.md) shows the key packages and warns when its phases come from other code; rule `provenance`
+writes every distribution and the resolved configuration for `snakemake --report` (results/provenance/)."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from normgrow.paper.document import Block, Code, Grid, Heading, Paragraph
+from normgrow.paper.results import CODE_COLUMNS, UNRECORDED
 
 KEY_PACKAGES = ("snakemake", "torch", "transformers", "tokenizers", "datasets", "safetensors", "numpy", "pandas",
                 "matplotlib", "pyyaml", "jsonschema")
@@ -70,3 +75,78 @@ def provenance_document(system_rows: dict[str, str], distributions: dict[str, st
             Heading("Resolved configuration"), Code(config_text, "yaml"),
             Heading(f"Every installed distribution ({len(distributions)})"),
             Grid(["package", "version"], [[k, v] for k, v in distributions.items()])]
+
+
+def phase_code(phases: pd.DataFrame, current: dict[str, str]) -> list[dict]:
+    """The code that trained the run phases of `phases` (results/metrics/phases.csv): one entry per
+    distinct science code digest, torch and transformers (`CODE_COLUMNS`; a phase trained before phases
+    recorded their code is `unrecorded`), with the run phases it trained, their runs, and whether it is
+    `current` (this checkout's digest and the installed torch and transformers), this checkout's first."""
+    frame = phases.copy()
+    for column in CODE_COLUMNS:
+        frame[column] = frame[column].fillna(UNRECORDED).astype(str) if column in frame else UNRECORDED
+    entries = []
+    for values, rows in frame.groupby(list(CODE_COLUMNS), sort=True):
+        code = dict(zip(CODE_COLUMNS.values(), values, strict=True))
+        entries.append({**code, "phases": len(rows), "runs": list(dict.fromkeys(rows["run"])),
+                        "current": code == {item: current.get(item) for item in CODE_COLUMNS.values()}})
+    return sorted(entries, key=lambda entry: not entry["current"])
+
+
+def code_label(code: dict) -> str:
+    return f"science code {code['digest']} (torch {code['torch']}, transformers {code['transformers']})"
+
+
+def code_warning(entries: list[dict], current: dict[str, str]) -> str | None:
+    """What the report says when its phases were trained by more than one code version, or by code
+    other than this checkout's; None when every phase was trained by this checkout's code."""
+    others = [entry for entry in entries if not entry["current"]]
+    if not others:
+        return None
+    total = sum(entry["phases"] for entry in entries)
+    found = "; ".join(f"{code_label(e)}: {e['phases']} of {total} run phases ({', '.join(e['runs'])})"
+                      for e in others)
+    lead = (f"the phases come from {len(entries)} code versions, not all this checkout's" if len(entries) > 1
+            else "every phase was trained by code other than this checkout's")
+    return (f"Phases from other code: {lead} ({code_label(current)}). Other code: {found}. A phase is reused by "
+            "its key, which does not include its code: these numbers are not this checkout's until those phases "
+            "are retrained (docs/workflow.md, Which code trained a phase, and retraining after a code fix: "
+            "python -m normgrow.cli phases CONFIGS --other-code lists them).")
+
+
+def code_blocks(entries: list[dict], current: dict[str, str]) -> list[Block]:
+    """The Provenance section's table of the code that trained the phases."""
+    return [Paragraph(f"Code that trained the phases (normgrow.science_code; this checkout: {code_label(current)}):"),
+            Grid(["science code", "torch", "transformers", "run phases", "runs", "this checkout's"],
+                 [[e["digest"], e["torch"], e["transformers"], str(e["phases"]), ", ".join(e["runs"]),
+                   "yes" if e["current"] else "no"] for e in entries])]
+
+
+# datasets' packaged builders: a `data.source.path` that reads files named by data_files, not a hub dataset
+BUILDERS = {"json", "csv", "parquet", "text", "arrow", "pandas", "webdataset", "xml", "sql", "imagefolder",
+            "audiofolder", "videofolder"}
+SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def revision_text(revision: str | None) -> str:
+    """A hub revision as the report shows it: a commit sha pins; a branch or tag can move; none is unpinned."""
+    if revision is None:
+        return "unpinned (the default branch when it was read; pin a commit sha)"
+    return revision if SHA.fullmatch(revision) else f"{revision} (a branch or tag: can move; pin a commit sha)"
+
+
+def hub_sources(config: dict) -> dict[str, str]:
+    """What the run read from the Hugging Face hub, each with its revision (teacher.revision,
+    data.source.revision): the teacher (and its tokenizer, when tokenizer.train is false) and the
+    dataset. A teacher in a local directory or pretrained here, a corpus file or builder: nothing."""
+    found = {}
+    name = config["teacher"]["name"]
+    if name is not None and not Path(name).expanduser().exists():
+        what = "teacher and tokenizer" if not config["tokenizer"]["train"] else "teacher"
+        found[f"{what}: {name}"] = revision_text(config["teacher"].get("revision"))
+    source = config["data"]["source"]
+    path = source.get("path")
+    if source["loader"] == "datasets" and path not in BUILDERS and not Path(path).expanduser().exists():
+        label = f"{path} ({source['name']})" if source.get("name") else path
+        found[f"dataset: {label}"] = revision_text(source.get("revision"))
+    return found

@@ -1,7 +1,7 @@
 """results/paper/: every table (CSV, Markdown, LaTeX), every figure (PNG, PDF), and the report
 (`report.md` and a self-contained `index.html`) that sets this run's numbers beside the paper's,
 checks the paper's claims one by one, and records the scale, configuration, package versions, git
-commit and data hashes."""
+commit, data hashes and the code that trained the phases (warning when it is not this checkout's)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,21 @@ from normgrow.paper import figures
 from normgrow.paper.claims import NOT_CHECKED, check_claims
 from normgrow.paper.document import STATUSES, Block, Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
 from normgrow.paper.preconditions import massive_activations_table, preconditions
-from normgrow.paper.provenance import key_versions, read_versions
+from normgrow.paper.provenance import (
+    code_blocks,
+    code_warning,
+    hub_sources,
+    key_versions,
+    phase_code,
+    read_versions,
+)
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import leaves_regime, regime
 from normgrow.paper.results import Results
 from normgrow.paper.roles import Role, by_role, has_role, run_roles
 from normgrow.paper.schematics import CAPTIONS, schematics
 from normgrow.paper.tables import build_tables, growth_operators, placements_with_roles
+from normgrow.science_code import PACKAGES, digest
 
 
 def read_metric(path: Path) -> pd.DataFrame:
@@ -49,15 +57,20 @@ def is_far_from_paper(config: dict) -> bool:
     return config["train"]["phase_steps"] < 10_000 or config["teacher"]["name"] is None
 
 
-def report_provenance(data: dict, versions: Path) -> dict:
-    """Data hashes, and the key package versions and the workflow's git commit as rule `provenance`
-    recorded them (`versions`: its versions.tsv)."""
+def report_provenance(data: dict, versions: Path, phases: pd.DataFrame, code_digest: str, config: dict) -> dict:
+    """Data hashes, the hub sources' revisions (`config`), the key package versions and the workflow's
+    git commit as rule `provenance` recorded them (`versions`: its versions.tsv), and the code that
+    trained the `phases` against this checkout's (`code_digest` and the installed torch and transformers)."""
     hashes = {f"{split} text SHA-256": info["text_sha256"] for split, info in data["splits"].items()}
     source = data["corpus"]["source"]
     if "sha256" in source:
         hashes["corpus file SHA-256"] = source["sha256"]
     system, packages = read_versions(versions)
-    return {"git commit": system["workflow git commit"], "packages": key_versions(packages), "data": hashes}
+    current = {"digest": code_digest, **{name: packages.get(name, "not installed") for name in PACKAGES}}
+    code = phase_code(phases, current)
+    return {"git commit": system["workflow git commit"], "packages": key_versions(packages), "data": hashes,
+            "hub": hub_sources(config), "code": code, "current code": current,
+            "code warning": code_warning(code, current)}
 
 
 def final_reports(diagnostics: list[Path], roles: dict[str, Role]) -> dict[str, dict]:
@@ -101,10 +114,11 @@ def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Pa
 
 
 def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], teacher: dict, probe: dict,
-                data: dict, config: dict, versions: Path) -> None:
+                data: dict, config: dict, versions: Path, code_digest: str | None = None) -> None:
     """Every table, figure and the report into `out`, from the collected `metrics`, the checkpoints'
     `diagnostics`, the teacher check and probe (normgrow.probe), the token metadata, the science config
-    and rule `provenance`'s versions.tsv."""
+    and rule `provenance`'s versions.tsv; `code_digest`: this checkout's science code
+    (normgrow.science_code.digest, computed here if not given), which the phases' code is compared with."""
     out.mkdir(parents=True, exist_ok=True)
     roles = run_roles(config)  # tables, claims and figures pick runs by role, not by name
     frames = {name: by_role(read_metric(path), roles) for name, path in metrics.items()}
@@ -121,7 +135,8 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
                "claims": claims, "margin": margin, "tables": tables,
                "schematics": [p for p in setup_paths if p.suffix == ".png"],
                "figures": [p for p in figure_paths if p.suffix == ".png"], "config": config,
-               "provenance": report_provenance(data, versions)}
+               "provenance": report_provenance(data, versions, read_metric(metrics["phases"]),
+                                               code_digest or digest(), config)}
     document = report_document(context)
     (out / "report.md").write_text(to_markdown(document))
     (out / "index.html").write_text(to_html(document, "normgrow report", out))
@@ -194,6 +209,8 @@ def regime_blocks(c: dict) -> list[Block]:
 def report_document(c: dict) -> list[Block]:
     """The report as one document (normgrow.paper.document), rendered to report.md and index.html."""
     blocks: list[Block] = [Heading("normgrow report", 1), Paragraph(INTRO)]
+    if c["provenance"]["code warning"]:
+        blocks.append(Paragraph(c["provenance"]["code warning"], "warning", "Warning."))
     if c["far"]:
         blocks.append(Paragraph(SCALE_WARNING, "warning", "Warning."))
     blocks += [Heading("Scale"),
@@ -218,6 +235,8 @@ def report_document(c: dict) -> list[Block]:
     p = c["provenance"]
     blocks += [Heading("Provenance"),
                Items([("git commit", p["git commit"], True)] + [(k, v, False) for k, v in p["packages"].items()]
-                     + [(k, v, True) for k, v in p["data"].items()]),
+                     + [(k, v, True) for k, v in p["data"].items()]
+                     + [(f"{source}, revision", revision, True) for source, revision in p["hub"].items()]),
+               *code_blocks(p["code"], p["current code"]),
                Heading("Configuration"), Code(yaml.safe_dump(c["config"], sort_keys=False), "yaml")]
     return blocks

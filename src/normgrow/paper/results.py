@@ -1,7 +1,8 @@
 """Gather every phase's outputs into the tidy tables that the paper's tables and figures read.
 
 - evals: one row per validation evaluation (run, seed, phase, step, global_step, ce, kd, ppl);
-- phases: one row per phase (its spec, its final evaluation, its and the run's token counters);
+- phases: one row per phase (its spec, its final evaluation, its and the run's token counters, and the
+  code that trained it: `phase_code`);
 - transitions: the loss around every block-appending transition (Table A4, transitions.py);
 - boundary RMS and block removal: one row per checkpoint, boundary or block of the diagnostics.
 """
@@ -56,7 +57,7 @@ def collect_phases(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
                **{k: state["final_eval"][k] for k in ("ce", "kd", "kd_soft", "ppl")},
                **{f"phase_{k}": v for k, v in state["phase_counters"].items()},
                **{f"run_{k}": v for k, v in state["run_counters"].items()},
-               "wall_seconds": state["wall_seconds"]}
+               "wall_seconds": state["wall_seconds"], **phase_code(state)}
         phase_rows.append(row)
     if not phase_rows:
         raise FileNotFoundError("no phase outputs to collect")
@@ -64,6 +65,22 @@ def collect_phases(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
     evals = pd.concat(eval_frames, ignore_index=True)
     evals = evals[columns + [c for c in evals.columns if c not in columns]]
     return evals, pd.DataFrame(phase_rows)
+
+
+# The code a phase records (normgrow.science_code.record, one per job that trained it), as columns.
+CODE_COLUMNS = {"code_digest": "digest", "code_torch": "torch", "code_transformers": "transformers"}
+UNRECORDED = "unrecorded"  # a phase trained before phases recorded their code
+
+
+def phase_code(state: dict) -> dict[str, str]:
+    """The code that trained a phase (its state.json's `code`), one column per item: each item's
+    values in the order its jobs ran, joined by " + " when a resumed phase was trained by more than one."""
+    code = state.get("code") or [{}]
+    columns = {}
+    for column, item in CODE_COLUMNS.items():
+        values = list(dict.fromkeys(str(job.get(item, UNRECORDED)) for job in code))
+        columns[column] = " + ".join(values)
+    return columns
 
 
 def final_phases(phases: pd.DataFrame) -> pd.DataFrame:

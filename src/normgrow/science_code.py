@@ -1,0 +1,89 @@
+"""Which code trained a phase: a digest of the package's science code and the versions of torch and
+transformers, recorded in every phase's state.json (normgrow.trainer) and compared by the report
+(normgrow.paper.report, Provenance) with the checkout that builds it.
+
+A phase's key (normgrow.curriculum.PhaseSpec.key) hashes its spec, not its code, and Snakemake's code
+trigger sees the rule scripts, not this package: after a fix to the trainer or the objective every
+finished phase is reused as it is. The digest does not enter the key (any edit would retrain
+everything); it records, so that the report can say when its phases come from other code, and the
+user retrains them (docs/workflow.md, Which code trained a phase, and retraining after a code fix).
+
+Imports neither torch nor transformers: the Snakefile and the report compute the digest too.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+from pathlib import Path
+
+# The modules whose code runs when a phase trains and can change its numbers (weights, losses,
+# evaluations, counters): the phase's code. Listed once, here; tests/test_science_code.py checks that
+# every normgrow module a training job imports (workflow/scripts/train_phase.py, transitively) is here
+# or in EXECUTION_ONLY.
+PHASE_MODULES = (
+    "trainer",       # the phase loop: updates, evaluation schedule, counters, outputs
+    "objective",     # KD + CE
+    "forward",       # the fused KD + CE forward, positions and labels
+    "evaluate",      # the validation metrics
+    "schedule",      # warm-up + cosine
+    "curriculum",    # phases: active and trainable blocks, data policies, growth operators, lr restarts
+    "data",          # the document iterator, batches, the fixed validation batches
+    "student",       # the block-stack student, its initialisation, growth
+    "placement",     # each placement's layer classes
+    "layout",        # each placement's norms around the residual adds (the registry placement reads)
+    "family",        # the teacher's decoder classes the student is built from
+    "teacher",       # loading the teacher (and pretraining the embedded one)
+    "checkpoint",    # the weights a phase writes and the next one reads
+    "resume",        # resume states: what a resumed phase continues from
+    "distributed",   # FSDP2 sharding, the ranks' rows, reductions
+)
+
+# Modules a training job imports that cannot change a phase's numbers: how it runs, not what it computes.
+EXECUTION_ONLY = {
+    "tracking": "live curves sent to accelerate's trackers",
+    "faults": "the tests' fault-injection hooks (inactive unless an environment variable sets them)",
+    "kinds": "which config keys are science or execution: decides the keys, not the numbers",
+    "config": "validation and defaults: what it fills in is in the phase's spec, hence in its key",
+    "launch": "starting the ranks (torchrun, srun)",
+    "cli": "the ranks' entry point under torchrun: argument parsing",
+    "logs": "job logs",
+    "threads": "OpenMP's spin, set before torch is imported",
+}
+
+# The software beside the code whose versions a phase records.
+PACKAGES = ("torch", "transformers")
+DIGEST_LENGTH = 16  # hex digits of SHA-256, as a phase key
+# What a phase (or a resume state) written before phases recorded their code holds in its place.
+UNRECORDED = {"digest": "unrecorded", **dict.fromkeys(PACKAGES, "unrecorded")}
+
+
+def digest(root: Path | None = None, modules: tuple[str, ...] = PHASE_MODULES) -> str:
+    """SHA-256 (first DIGEST_LENGTH hex digits) of the source of `modules` under `root` (default: this
+    package's directory), each with its name: any edit to one of them, a comment included, changes it."""
+    root = Path(__file__).resolve().parent if root is None else Path(root)
+    sha = hashlib.sha256()
+    for name in sorted(modules):
+        sha.update(name.encode() + b"\0" + (root / f"{name}.py").read_bytes() + b"\0")
+    return sha.hexdigest()[:DIGEST_LENGTH]
+
+
+def version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def trained_by_other_code(state: dict, current: str) -> bool:
+    """Whether a phase's state.json (`state`) records code other than the digest `current`, in any job
+    that trained it, or records none (trained before phases recorded their code)."""
+    return {job.get("digest") for job in state.get("code") or [{}]} != {current}
+
+
+@functools.cache
+def record() -> dict[str, str]:
+    """This process's code: the digest of the phase modules (read once, when first asked: the trainer
+    asks before it loads anything) and the versions of PACKAGES."""
+    return {"digest": digest(), **{package: version(package) for package in PACKAGES}}

@@ -1,0 +1,140 @@
+"""Which code trained a phase (normgrow.science_code): the digest follows the phase modules and nothing
+else, every module a training job imports is classified, a resumed phase lists every code that trained
+it, and the report warns when its phases come from other code than the checkout's."""
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from conftest import REPO
+
+from normgrow import science_code
+from normgrow.curriculum import DataState
+from normgrow.paper.provenance import code_warning, phase_code
+from normgrow.paper.report import report_provenance
+from normgrow.paper.results import RunPhase, collect_phases
+
+PACKAGE = Path(science_code.__file__).parent
+
+
+def test_the_digest_changes_with_one_line_of_a_phase_module_only(tmp_path):
+    copy = tmp_path / "normgrow"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert science_code.digest(copy) == science_code.digest() == science_code.record()["digest"]
+    with open(copy / "tracking.py", "a") as f:  # execution only: the same code for a phase
+        f.write("# a comment\n")
+    assert science_code.digest(copy) == science_code.digest()
+    with open(copy / "objective.py", "a") as f:
+        f.write("# a one-line fix\n")
+    assert science_code.digest(copy) != science_code.digest()
+
+
+def normgrow_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("normgrow."):
+            names.add(node.module.split(".", 1)[1])
+        elif isinstance(node, ast.ImportFrom) and node.module == "normgrow":
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(a.name.split(".", 1)[1] for a in node.names if a.name.startswith("normgrow."))
+    return names
+
+
+def test_every_module_a_training_job_imports_is_phase_code_or_execution_only():
+    """A module the trainer starts to import must be classified, in normgrow.science_code, before the
+    digest can be trusted to follow the code that decides a phase's numbers."""
+    seen, todo = set(), sorted(normgrow_imports(REPO / "workflow" / "scripts" / "train_phase.py"))
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += normgrow_imports(PACKAGE / f"{name}.py")
+    phase, execution = set(science_code.PHASE_MODULES), set(science_code.EXECUTION_ONLY)
+    assert not phase & execution
+    assert all((PACKAGE / f"{name}.py").is_file() for name in phase | execution)
+    assert seen - {"science_code"} <= phase | execution, seen - phase - execution
+    assert {"trainer", "objective", "forward", "student", "placement", "data", "curriculum"} <= phase
+
+
+def test_a_resumed_phase_lists_every_code_that_trained_it():
+    from normgrow.trainer import TrainState
+
+    state = TrainState.start(DataState())
+    now = science_code.record()
+    state.trained_by(now)
+    state.trained_by(now)
+    assert state.code == [now]
+    saved = json.loads(json.dumps(state.to_json()))
+    resumed = TrainState.from_json(saved)
+    other = {**now, "digest": "0" * 16}
+    resumed.trained_by(other)
+    assert resumed.code == [now, other]
+    del saved["code"]  # a resume state written before phases recorded their code
+    assert TrainState.from_json(saved).code == [science_code.UNRECORDED]
+
+
+CURRENT = {"digest": "a" * 16, "torch": "2.9.0", "transformers": "4.57.0"}
+
+
+def write_phase(folder: Path, code: list[dict] | None) -> None:
+    folder.mkdir(parents=True)
+    state = {"placement": "post", "active_blocks": 1, "active_layers": 1, "global_step": 4,
+             "final_eval": {"ce": 3.0, "kd": 0.5, "kd_soft": 1.0, "ppl": 20.0},
+             "phase_counters": {"tokens": 10}, "run_counters": {"tokens": 10}, "wall_seconds": 1.0}
+    if code is not None:
+        state["code"] = code
+    (folder / "state.json").write_text(json.dumps(state))
+    (folder / "eval.csv").write_text("step,global_step,ce,kd,kd_soft,ppl\n4,4,3.0,0.5,1.0,20.0\n")
+
+
+def collected(tmp_path: Path, codes: dict[str, list[dict] | None]) -> pd.DataFrame:
+    """phases.csv as rule collect_metrics writes it for one phase per run, each trained by `codes[run]`."""
+    layout = []
+    for run, code in codes.items():
+        write_phase(tmp_path / run, code)
+        layout.append(RunPhase(run, 42, 0, tmp_path / run, (0,), "continue"))
+    path = tmp_path / "phases.csv"
+    collect_phases(layout)[1].to_csv(path, index=False)
+    return pd.read_csv(path)
+
+
+def test_the_report_warns_when_reused_phases_come_from_other_code(tmp_path):
+    """After a one-line change to a science module the checkout's digest differs from the one a reused
+    phase recorded: the report says so, names the other code and the runs it trained."""
+    old = {**CURRENT, "digest": "b" * 16}
+    phases = collected(tmp_path, {"pre-grow": [CURRENT], "post-grow": [old], "post-joint": [CURRENT]})
+    entries = phase_code(phases, CURRENT)
+    assert [(e["digest"], e["phases"], e["current"]) for e in entries] == [("a" * 16, 2, True), ("b" * 16, 1, False)]
+    warning = code_warning(entries, CURRENT)
+    assert warning and "2 code versions" in warning and "b" * 16 in warning and "post-grow" in warning
+    assert "pre-grow" not in warning
+    assert code_warning(phase_code(phases[phases["run"] != "post-grow"], CURRENT), CURRENT) is None
+
+
+def test_the_report_warns_when_every_phase_comes_from_other_code_or_records_none(tmp_path):
+    other_torch = {**CURRENT, "torch": "2.8.0"}
+    assert "every phase was trained by code other than this checkout" in code_warning(
+        phase_code(collected(tmp_path / "a", {"pre-grow": [other_torch]}), CURRENT), CURRENT)
+    resumed = collected(tmp_path / "b", {"pre-grow": [CURRENT, {**CURRENT, "digest": "c" * 16}]})
+    assert resumed["code_digest"].tolist() == [f"{'a' * 16} + {'c' * 16}"]
+    assert code_warning(phase_code(resumed, CURRENT), CURRENT)
+    unrecorded = phase_code(collected(tmp_path / "c", {"pre-grow": None}), CURRENT)
+    assert unrecorded[0]["digest"] == "unrecorded" and code_warning(unrecorded, CURRENT)
+    # a phases.csv collected before phases recorded their code has no code columns
+    assert code_warning(phase_code(pd.DataFrame({"run": ["pre-grow"]}), CURRENT), CURRENT)
+
+
+def test_the_report_compares_with_the_checkout_and_the_installed_software(tmp_path):
+    versions = tmp_path / "versions.tsv"
+    versions.write_text("kind\tname\tversion\nsystem\tworkflow git commit\tabc\n"
+                        f"package\ttorch\t{CURRENT['torch']}\npackage\ttransformers\t{CURRENT['transformers']}\n")
+    data = {"splits": {"valid": {"text_sha256": "0" * 64}}, "corpus": {"source": {"loader": "datasets"}}}
+    phases = collected(tmp_path, {"pre-grow": [CURRENT]})
+    config = {"teacher": {"name": None}, "tokenizer": {"train": True}, "data": {"source": {"loader": "package"}}}
+    assert report_provenance(data, versions, phases, CURRENT["digest"], config)["code warning"] is None
+    found = report_provenance(data, versions, phases, "d" * 16, config)
+    assert found["current code"] == {**CURRENT, "digest": "d" * 16}
+    assert "d" * 16 in found["code warning"] and CURRENT["digest"] in found["code warning"]
