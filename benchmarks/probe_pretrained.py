@@ -190,8 +190,9 @@ def main(argv: list[str]) -> None:
     torch.set_num_threads(args.threads)
     wall, load = time.time(), os.getloadavg()[0]
     probes, facts = probe_smollm2(args.documents, args.max_length, args.boundary_position, args.boundary_token)
-    lines = [f"SmolLM2-135M ({facts['file']}, {facts['layers']} layers, width {facts['width']}), {args.documents} "
-             f"documents ≤ {args.max_length} tokens, boundary {args.boundary_token} = id {facts['boundary']}, "
+    lines = [f"SmolLM2-135M ({facts['file']} de-quantized to float32, {facts['layers']} layers, width "
+             f"{facts['width']}), the first {args.documents} documents of the diagnostic split, ≤ {args.max_length} "
+             f"tokens each, boundary `{args.boundary_token}` = id {facts['boundary']}, "
              f"structural = ids {facts['special_ids']} and position 0; real tokens per layout: "
              + ", ".join(f"{p} {t}" for p, t in facts["tokens"].items()) + ":", "", *table(probes, every=3)]
     print("\n".join(["", *lines[:2], *table(probes)]))
