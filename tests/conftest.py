@@ -79,6 +79,48 @@ def chromium() -> str:
     return path
 
 
+@pytest.fixture
+def pdflatex() -> str:
+    """pdflatex with booktabs for the LaTeX table tests: skipped where either is not installed, a
+    failure where NORMGROW_REQUIRE_PDFLATEX is set (CI)."""
+    path = shutil.which("pdflatex")
+    kpsewhich = shutil.which("kpsewhich")
+    booktabs = kpsewhich and subprocess.run([kpsewhich, "booktabs.sty"], capture_output=True, text=True).stdout.strip()
+    if path is None or not booktabs:
+        if os.environ.get("NORMGROW_REQUIRE_PDFLATEX"):
+            pytest.fail("pdflatex and booktabs are required "
+                        "(apt-get install texlive-latex-base texlive-latex-recommended)")
+        pytest.skip("pdflatex or booktabs is not installed")
+    return path
+
+
+def latex_errors(pdflatex: str, tables: list[Path], workdir: Path) -> dict[str, str]:
+    """Compile the `.tex` tables with pdflatex and booktabs, all in one document first and, if that
+    fails, each in its own: the pdflatex error of every table that does not compile, by file name
+    (an empty dict when all compile). A missing glyph counts as an error."""
+
+    def compile_document(name: str, inputs: list[Path]) -> str | None:
+        body = "\n".join(f"\\input{{{path.stem}}}\\clearpage" for path in inputs)
+        (workdir / f"{name}.tex").write_text("\\documentclass{article}\n\\usepackage{booktabs}\n"
+                                             "\\tracinglostchars=3\n"  # a glyph missing from the font: an error
+                                             f"\\begin{{document}}\n{body}\n\\end{{document}}\n")
+        result = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape",
+                                 f"{name}.tex"], cwd=workdir, capture_output=True, text=True, timeout=120)
+        log = (workdir / f"{name}.log").read_text(errors="replace")
+        if result.returncode != 0 or "Missing character" in log:
+            errors = [line for line in log.splitlines() if line.startswith("!") or "Missing character" in line]
+            return "\n".join(errors) or result.stdout[-2000:]
+        return None
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    for path in tables:
+        shutil.copyfile(path, workdir / path.name)
+    if compile_document("all_tables", tables) is None:
+        return {}
+    errors = {path.name: compile_document(f"only_{path.stem}", [path]) for path in tables}
+    return {name: error for name, error in errors.items() if error is not None} or {"(all together)": "failed"}
+
+
 @pytest.fixture(scope="session")
 def ci_workdir(tmp_path_factory) -> Path:
     """A working directory in which the CI config has been run end to end (results/paper built)."""

@@ -116,6 +116,18 @@ def test_every_block_in_the_docs_names_the_benchmark_command_that_writes_it():
     assert len({(doc, tuple(docs_block.without_write(c))) for doc, c in found}) == len(found)  # one block each
 
 
+def test_a_written_block_holds_only_what_its_command_writes():
+    """Every block in docs/*.md is empty (not written yet) or opens, as every benchmark's output does,
+    with the command that wrote it: nothing copied by hand sits between the markers."""
+    for doc in sorted((REPO / "docs").glob("*.md")):
+        text = doc.read_text()
+        for command, start, end in docs_block.blocks(text, str(doc)):
+            body = text[start:end].strip()
+            words = shlex.split(command)
+            lead = f"`{docs_block.invocation(words[1], words[2:])}`"
+            assert not body or body.startswith(lead), f"{doc.name}: the block of {command} opens with {body[:80]!r}"
+
+
 def test_the_benchmark_tables_are_built_from_the_measurements():
     bench = load("distill_step")
     naive = {"seconds": 2.0, "tokens": 100, "peak_mb": 200.0, "flops": 4e12}

@@ -1,6 +1,7 @@
 """Every Snakemake command written in the README, the docs and the configs' header comments dry-runs as
 written (with `-n` added, in a scratch directory): a target misplaced after `--configfile`, a
-missing file or a stale option fails here, not for a user."""
+missing file or a stale option fails here, not for a user; where a doc says how many jobs a command
+lists, the dry run lists that many."""
 
 from __future__ import annotations
 
@@ -36,10 +37,23 @@ def written_commands() -> list[tuple[str, str]]:
 COMMANDS = written_commands()
 
 
+def written_job_counts() -> dict[tuple[str, str], int]:
+    """(where, command) → N of every "`snakemake …` lists N jobs" in README.md and docs/*.md."""
+    counts = {}
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for command, jobs in re.findall(r"`(snakemake [^`]+)`\s+lists\s+(\d+)\s+jobs", doc.read_text()):
+            counts[(doc.name, command)] = int(jobs)
+    return counts
+
+
+JOB_COUNTS = written_job_counts()
+
+
 def test_the_commands_are_found():
     where = {w for w, _ in COMMANDS}
     assert {"workflow.md", "cluster.md", "miniature.md", "ci.yaml", "mid.yaml", "paper.yaml"} <= where
     assert len(COMMANDS) >= 6
+    assert JOB_COUNTS and set(JOB_COUNTS) <= set(COMMANDS)
 
 
 @pytest.mark.parametrize(("where", "command"), COMMANDS, ids=[f"{w}: {c}" for w, c in COMMANDS])
@@ -53,3 +67,6 @@ def test_written_command_dry_runs(where, command, tmp_path):
     dry = [SNAKEMAKE, "-n", "--directory", str(tmp_path), *map(str, args)]
     proc = subprocess.run(dry, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert proc.returncode == 0, f"{where}: {command}\n{proc.stdout[-3000:]}"
+    if (where, command) in JOB_COUNTS:  # the number of jobs the doc says it lists
+        total = re.search(r"^total\s+(\d+)$", proc.stdout, re.M)
+        assert total and int(total.group(1)) == JOB_COUNTS[(where, command)], (where, command, proc.stdout[-2000:])

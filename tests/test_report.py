@@ -5,6 +5,7 @@ import re
 import subprocess
 
 import pytest
+from conftest import latex_errors
 
 TABLES = ["table1", "table2", "table3", "table4", "tableA1", "tableA2", "tableA3", "tableA4", "tableB3", "tableP1",
           "tableP2"]
@@ -48,6 +49,15 @@ def test_report_renders_in_chromium(ci_workdir, tmp_path, chromium):
     assert images and broken, dom[-2000:]
     assert int(images.group(1)) == len(FIGURES)
     assert int(broken.group(1)) == 0
+
+
+@pytest.mark.slow
+def test_every_tex_table_of_the_run_compiles(ci_workdir, tmp_path, pdflatex):
+    """Every `.tex` table the CI run wrote compiles with pdflatex and booktabs (tests/test_latex.py
+    compiles every table builder's output on synthetic results in the fast tier)."""
+    tables = sorted((ci_workdir / "results" / "paper" / "tables").glob("*.tex"))
+    assert {p.stem for p in tables} >= set(TABLES)
+    assert latex_errors(pdflatex, tables, tmp_path) == {}
 
 
 @pytest.mark.slow

@@ -389,3 +389,31 @@ def test_ci_run_diagnostic_documents_have_their_own_length_limit(ci_run):
     assert TokenStore(tokens / "diag").lengths.max() <= 32
     assert meta["splits"]["diag"]["truncated_documents"] >= 1  # the limit was applied, not just unneeded
     assert TokenStore(tokens / "train").lengths.max() == 48  # training documents keep the longer limit
+
+
+@pytest.mark.slow
+def test_the_trace_reruns_on_the_science_it_reads_not_on_execution_settings(ci_run, tmp_path):
+    """The trace rule gets the science it reads (batch size, lengths, the student's shape, the
+    objective, the teacher's dtype) through its params: a change reruns the trace alone; an execution
+    setting it reads (train.loss_chunk) or not (threads) reruns nothing. Traced as for two GPUs of
+    1 GB (fake tensors; the CI config's own one-process fp32 job keeps the student unsharded, which
+    the trace's FSDP memory tracker does not take)."""
+    import shutil
+
+    for part in ("data", "teacher"):
+        shutil.copytree(ci_run / "results" / part, tmp_path / "results" / part)
+    gpus = 'resources={"train": {"gpus": 2, "gpu_gb": 1}}'
+    proc = snakemake(tmp_path, "--configfile", str(CI), "--config", gpus, "--cores", "2", "--",
+                     "results/trace/trace.json")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "1 of 1 steps (100%) done" in proc.stdout  # only the trace ran
+    for setting in ('train={"batch_size": 2}', 'student={"attn_implementation": "eager"}',
+                    'objective={"temperature": 2.0}'):  # (data.* is also the corpus's: it reruns the data)
+        proc = snakemake(tmp_path, "-n", "--configfile", str(CI), "--config", gpus, setting, "--",
+                         "results/trace/trace.json")
+        assert proc.returncode == 0 and "Nothing to be done" not in proc.stdout, (setting, "reruns nothing")
+        assert [job.rule for job in parse_jobs(proc.stdout)] == ["trace"], (setting, proc.stdout)
+    for setting in ('train={"loss_chunk": 100}', "threads=2"):
+        proc = snakemake(tmp_path, "-n", "--configfile", str(CI), "--config", gpus, setting, "--",
+                         "results/trace/trace.json")
+        assert proc.returncode == 0 and "Nothing to be done" in proc.stdout, (setting, proc.stdout)

@@ -12,7 +12,7 @@ from normgrow.config import (
     train_docs_required,
     validate_config,
 )
-from normgrow.curriculum import DOCUMENT_ORDER, PhaseTable, run_checkpoints, run_phases
+from normgrow.curriculum import DOCUMENT_ORDER, TRAIN_SCIENCE, PhaseTable, run_checkpoints, run_phases
 from normgrow.kinds import without_execution
 
 validate_config(config)  # the schema is package data: normgrow/config.schema.yaml

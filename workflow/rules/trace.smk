@@ -9,6 +9,13 @@ rule trace:
     params:
         teacher=teacher_param,
         **hub_teacher_params(),  # a rerun trigger: teacher_param is none
+        # the science the trace reads (a change reruns it); the execution settings it reads
+        # (resources, train.loss_chunk, train.activation_checkpointing) come from the config
+        student=config["student"],
+        objective=config["objective"],
+        dtype=config["teacher"]["dtype"],
+        data={key: config["data"][key] for key in ("max_length", "diag_docs", "diag_max_length")},
+        train={key: config["train"][key] for key in TRAIN_SCIENCE if key != "phase_steps"},
     log:
         "logs/trace.log",
     conda:

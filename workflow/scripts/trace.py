@@ -10,8 +10,12 @@ from normgrow.logs import job_log
 from normgrow.trace import format_trace, trace
 
 with job_log(snakemake.log[0]):
-    config = snakemake.config
-    teacher = snakemake.params.teacher
+    # science from the rule's params (normgrow.kinds), execution settings from the config
+    config, science = snakemake.config, snakemake.params
+    config = {**config, "student": science.student, "objective": science.objective,
+              "teacher": {**config["teacher"], "dtype": science.dtype}, "data": {**config["data"], **science.data},
+              "train": {**config["train"], **science.train}}
+    teacher = science.teacher
     result = trace(config, AutoConfig.from_pretrained(teacher["name"], revision=teacher["revision"]),
                    max(1, training_ranks(config)), config["resources"]["train"]["gpu_gb"])
     print(format_trace(result))

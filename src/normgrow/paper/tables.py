@@ -14,19 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from normgrow.paper.document import Block, Grid, Heading, Paragraph, to_markdown
+from normgrow.paper.latex import latex
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.results import NotBuilt, Results
 from normgrow.paper.roles import Role, has_role
 from normgrow.paper.stats import mean_ci
-
-LATEX_REPLACEMENTS = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "_": "\\_", "#": "\\#",
-                      "Δ": "$\\Delta$", "±": "$\\pm$", "→": "$\\to$", "↓": "$\\downarrow$", "−": "$-$",
-                      "α": "$\\alpha$", "γ": "$\\gamma$", "τ": "$\\tau$", "×": "$\\times$", "·": "$\\cdot$",
-                      "≤": "$\\le$"}
-
-
-def latex_escape(text: str) -> str:
-    return "".join(LATEX_REPLACEMENTS.get(ch, ch) for ch in str(text))
 
 
 @dataclass
@@ -104,16 +96,21 @@ class Table:
         return to_markdown(self.blocks())
 
     def latex(self) -> str:
-        """A booktabs table."""
+        """A booktabs table for pdflatex: every character mapped to LaTeX (normgrow.paper.latex),
+        signed numbers in math mode; a character with no mapping is refused by name."""
         wide = self.display()
-        lines = ["\\begin{table}[t]", "\\centering", f"\\caption{{{latex_escape(self.title)}}}",
+
+        def tex(text) -> str:
+            return latex(text, where=f"table {self.name}")
+
+        lines = ["\\begin{table}[t]", "\\centering", f"\\caption{{{tex(self.title)}}}",
                  f"\\label{{tab:{self.name}}}", "\\begin{tabular}{l" + "r" * len(wide.columns) + "}",
-                 "\\toprule", " & ".join([""] + [latex_escape(c) for c in wide.columns]) + " \\\\", "\\midrule"]
+                 "\\toprule", " & ".join([""] + [tex(c) for c in wide.columns]) + " \\\\", "\\midrule"]
         for row, values in wide.iterrows():
-            lines.append(" & ".join([latex_escape(row)] + [latex_escape(v) for v in values]) + " \\\\")
+            lines.append(" & ".join([tex(row)] + [tex(v) for v in values]) + " \\\\")
         lines += ["\\bottomrule", "\\end{tabular}"]
         if self.note:
-            lines += ["\\par\\smallskip\\footnotesize " + latex_escape(self.note)]
+            lines += ["\\par\\smallskip\\footnotesize " + tex(self.note)]
         lines += ["\\end{table}", ""]
         return "\n".join(lines)
 

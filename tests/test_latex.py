@@ -1,0 +1,108 @@
+"""The `.tex` tables as pdflatex reads them: every character mapped or refused by name, signed
+numbers in math mode, and every table the builders make compiling with pdflatex and booktabs."""
+
+import re
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO, latex_errors
+from test_tables_claims import fixture, phase_rows, removal_rows, rms_rows, with_controls
+
+from normgrow.config import validate_config
+from normgrow.paper.latex import MATH, TEXT, UnmappedCharacter, latex
+from normgrow.paper.results import Results
+from normgrow.paper.tables import BUILDERS, Table, build_tables
+
+
+@pytest.mark.parametrize(("text", "tex"), [
+    ("Σ", "$\\Sigma$"), ("β", "$\\beta$"), ("ε", "$\\varepsilon$"), ("≈", "$\\approx$"), ("Δ", "$\\Delta$"),
+    ("×", "$\\times$"), ("→", "$\\rightarrow$"), ("−", "$-$"), ("·", "$\\cdot$"), ("±", "$\\pm$"),
+    ("≤", "$\\le$"), ("§", "\\S{}"), ("–", "--"), ("…", "\\ldots{}"), ("é", "\\'{e}"), ("ï", '\\"{\\i}'),
+    ("Δ_grow", "$\\Delta$\\_grow"), ("AUC 2% (mean)", "AUC 2\\% (mean)"), ("a & b # c", "a \\& b \\# c"),
+    ("$x^2$ {y} ~z \\", "\\$x\\textasciicircum{}2\\$ \\{y\\} \\textasciitilde{}z \\textbackslash{}"),
+    ("x<y>z|w", "x$<$y$>$z$|$w"),
+])
+def test_characters_map_to_latex(text, tex):
+    assert latex(text) == tex
+
+
+@pytest.mark.parametrize(("text", "tex"), [
+    ("-0.0328", "$-0.0328$"), ("+0.0500", "$+0.0500$"), ("−0.2", "$-0.2$"), ("0.0328", "0.0328"),
+    ("-0.1000 [-0.1000, +0.0010]", "$-0.1000$ [$-0.1000$, $+0.0010$]"), ("-1,234,567", "$-1{,}234{,}567$"),
+    ("1e-08", "$10^{-8}$"), ("2.5e-04", "$2.5\\times10^{-4}$"), ("(0.9, 0.95)", "(0.9, 0.95)"),
+    ("Δ_0 ≥ −0.01.", "$\\Delta$\\_0 $\\ge$ $-0.01$."),
+    # hyphens inside names stay hyphens: run names, model names, token counts
+    ("post-joint-long", "post-joint-long"), ("Qwen3-8B", "Qwen3-8B"), ("grow-3x50k", "grow-3x50k"),
+    ("3.11B", "3.11B"), ("3→6→9", "3$\\rightarrow$6$\\rightarrow$9"),
+])
+def test_signed_numbers_are_typeset_in_math_mode(text, tex):
+    assert latex(text) == tex
+
+
+def test_every_mapping_is_ascii_latex():
+    """What the writer emits is ASCII (pdflatex reads it without any Unicode set-up)."""
+    for char in [*MATH, *TEXT]:
+        assert latex(char).isascii(), char
+
+
+@pytest.mark.parametrize("char", ["中", "😀", "∀", "\x07"])
+def test_a_character_without_a_mapping_is_refused_by_name(char):
+    t = Table("tableX", "Table X")
+    t.add("row", "column", text=f"a {char} b")
+    with pytest.raises(UnmappedCharacter, match=rf"table tableX: character .*U\+{ord(char):04X}") as refused:
+        t.latex()
+    assert refused.value.char == char
+
+
+def every_table_results() -> Results:
+    """Synthetic results from which every table builder builds its table: the paper's runs and
+    controls over three seeds, another placement, another growth operator, block removal, boundary
+    RMS, transitions and the embedded default's configuration, with negative differences."""
+    phases = with_controls(fixture(grow=(2.90, 2.80), noise=0.05))
+    rows = phases.to_dict("records")
+    seeds = [1, 2, 3]
+    for run, ce in (("post-joint-long", 2.95), ("post-joint-longer", 2.85)):
+        rows += phase_rows(run, "post", [[ce, ce + 0.01, ce - 0.01]], seeds, active=[3])
+    for placement, (j, g) in {"sandwich": (3.00, 2.70), "deepnorm": (3.10, 3.00)}.items():
+        rows += phase_rows(f"{placement}-joint", placement, [[j, j + 0.02, j - 0.02]], seeds, active=[3])
+        rows += phase_rows(f"{placement}-grow", placement, [3.5, 3.2, [g, g + 0.02, g - 0.02]], seeds)
+    for placement, final in (("pre", 2.95), ("post", 2.85)):
+        rows += phase_rows(f"{placement}-grow+zero", placement, [3.5, 3.2, [final, final + 0.01, final - 0.02]], seeds)
+    transitions = pd.DataFrame([
+        {"run": run, "seed": seed, "phase": p, "placement": run.split("-")[0], "transition_step": 1200 * p,
+         "jump": jump - 0.01 * seed, "auc_1k": 0.1, "auc_5k": -0.05, "auc_1k_sum": 1.5, "auc_5k_sum": -2.5,
+         "recovery_paper_steps": 19000.0 * seed}
+        for run, jump in (("pre-grow", 0.5), ("post-grow", 0.4), ("pre-grow+zero", -0.1), ("post-grow+zero", 0.2))
+        for seed in seeds for p in (1, 2)])
+    removal = removal_rows(pre=(0.12, 0.3), post=(0.4, 2.0))
+    removal = pd.concat([removal, removal.assign(run=removal["run"].str.replace("grow", "joint"))], ignore_index=True)
+    rms = pd.DataFrame([row for run in ("pre-grow", "post-grow", "sandwich-grow") for seed in seeds
+                        for row in rms_rows(run, seed, 30, 119.0, 7.1, 900.0)])
+    sandwich = removal[removal["run"] == "post-grow"].assign(run="sandwich-grow")
+    config = validate_config(yaml.safe_load((REPO / "config.yaml").read_text()))
+    return Results(pd.DataFrame(rows), transitions, pd.concat([removal, sandwich], ignore_index=True), config, rms)
+
+
+def test_every_table_compiles_with_pdflatex(pdflatex, tmp_path):
+    """Every table the builders make (all of them, from synthetic results) compiles with pdflatex and
+    booktabs, and no cell keeps a text hyphen before a number."""
+    tables, not_built = build_tables(every_table_results())
+    assert not not_built and [t.name for t in tables] == [build.__name__ for build in BUILDERS]
+    paths = [path for t in tables for path in t.write(tmp_path / "tables") if path.suffix == ".tex"]
+    for path in paths:
+        outside_math = re.sub(r"\$[^$]*\$", "", path.read_text())
+        assert not re.search(r"(?<![\w.])-\d", outside_math), path.name
+    assert latex_errors(pdflatex, paths, tmp_path / "latex") == {}
+    assert len(paths) == len(BUILDERS) == 13
+
+
+def test_latex_errors_names_the_table_that_does_not_compile(pdflatex, tmp_path):
+    """The compile check itself: a raw Unicode character stops pdflatex, and the table is named."""
+    table = Table("t", "fine")
+    table.add("row", "column", text="-0.5 ≈ Σ")
+    good, bad = tmp_path / "good.tex", tmp_path / "bad.tex"
+    good.write_text(table.latex())
+    bad.write_text(table.latex().replace("fine", "raw \u2248"))
+    errors = latex_errors(pdflatex, [good, bad], tmp_path / "latex")
+    assert list(errors) == ["bad.tex"] and "Unicode character" in errors["bad.tex"]
