@@ -28,6 +28,7 @@ from normgrow.paper.regime import MIN_TEACHER_LEAD
 from normgrow.paper.results import final_phases
 from normgrow.paper.roles import Role, by_role
 from normgrow.paper.stats import mean_ci
+from normgrow.paper.study import save_png_and_pdf
 
 RUNS = ("pre-joint", "post-joint")
 
@@ -125,9 +126,4 @@ def draw(summary: pd.DataFrame, path: Path) -> list[Path]:
     right.set(xscale="log", xlabel="peak learning rate", ylabel="final validation CE", title="each placement")
     left.legend(fontsize=8)
     right.legend(fontsize=7)
-    fig.tight_layout()
-    paths = [path.with_suffix(".png"), path.with_suffix(".pdf")]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save_png_and_pdf(fig, path)

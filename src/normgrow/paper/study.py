@@ -104,6 +104,13 @@ def draw(summary: pd.DataFrame, path: Path, axis: str = "student_parameters") ->
     seeds = int(summary["seeds"].min())
     ax.set_title(f"Placement effects ({seeds} paired seeds, 95% intervals; dashed: the paper)", fontsize=10)
     ax.legend(fontsize=8)
+    return save_png_and_pdf(fig, path)
+
+
+def save_png_and_pdf(fig, path: Path) -> list[Path]:
+    """`fig` laid out, saved beside `path` as PNG and PDF, and closed."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     paths = [path.with_suffix(".png"), path.with_suffix(".pdf")]
     for p in paths:
