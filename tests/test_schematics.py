@@ -154,10 +154,16 @@ def test_both_figures_are_written_and_shown_near_the_top(config, tmp_path):
     for path in paths:
         assert path.stat().st_size > 10_000, path
     pngs = [p for p in paths if p.suffix == ".png"]
+    import pandas as pd
+
     blocks = report_document({"far": False, "scale": dict.fromkeys(paper_reference()["scale"], "-"), "regime": [],
+                              "preconditions": [], "massive": pd.DataFrame(columns=["model"]),
                               "outside": [], "claims": [], "margin": 0.01, "tables": [], "not_built": {},
                               "schematics": pngs, "figures": [], "config": config,
-                              "provenance": {"git commit": "abc", "packages": {}, "data": {}}})
+                              "provenance": {"git commit": "abc", "packages": {}, "data": {}, "hub": {},
+                                             "code": [], "current code": {"digest": "x", "torch": "t",
+                                                                          "transformers": "t"},
+                                             "code warning": ""}})
     figures = [b for b in blocks if isinstance(b, Figure)]
     assert [f.path.as_posix() for f in figures] == ["figures/fig1_placements.png", "figures/fig2_curricula.png"]
     assert figures[0].caption.startswith("Figure 1 ") and figures[1].caption.startswith("Figure 2 ")
