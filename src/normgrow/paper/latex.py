@@ -5,8 +5,8 @@ for ("Unicode character ... not set up for use with LaTeX").
 Every non-ASCII character is mapped to LaTeX here (symbols in math mode: `$\\Sigma$`, `$\\approx$`),
 accented Latin letters to their accent commands (`é` → `\\'{e}`), and any other one is refused by
 name (`UnmappedCharacter`) rather than written. LaTeX's special characters (`_ % & # $ { } ~ ^ \\`)
-are escaped. Signed numbers are typeset as numbers, in math mode with a math minus (`-0.0328` →
-`$-0.0328$`; a text hyphen would print as a hyphen), and scientific notation as a power of ten
+are escaped. Signed numbers are typeset as numbers, in math mode with a math minus (`-0.0123` →
+`$-0.0123$`; a text hyphen would print as a hyphen), and scientific notation as a power of ten
 (`1e-08` → `$10^{-8}$`, `$2.5\\times10^{-4}$`).
 """
 
@@ -93,7 +93,7 @@ def character(char: str, text: str = "", where: str = "") -> str:
 
 
 def number(sign: str, digits: str, exponent: str | None) -> str:
-    """A number in math mode: `$-0.0328$`, `$+0.05$`, `$1{,}234$`, `$10^{-8}$`, `$2.5\\times10^{-4}$`."""
+    """A number in math mode: `$-0.0123$`, `$+0.05$`, `$1{,}234$`, `$10^{-8}$`, `$2.5\\times10^{-4}$`."""
     sign = "-" if sign == "\u2212" else sign
     digits = digits.replace(",", "{,}")
     if exponent is not None:
