@@ -30,7 +30,7 @@ def test_every_table_and_figure_is_written(ci_workdir):
             assert (paper / "figures" / f"{name}.{ext}").stat().st_size > 1000, (name, ext)
     report = (paper / "report.md").read_text()
     assert "## Claims" in report and "Warning" in report and "## Regime" in report
-    assert re.search(r"\*\*(agrees|disagrees|inconclusive)( \(1 seed\))?( \(outside the regime\))?\*\*", report)
+    assert re.search(r"\*\*(agrees|disagrees|inconclusive)( \(1 seed\))?( \(not in regime\))?\*\*", report)
     assert "git commit" in report and "text SHA-256" in report
 
 
