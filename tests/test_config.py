@@ -299,17 +299,18 @@ def test_ci_config_budgets(ci):
 def test_resources_default_to_one_cpu_process(default):
     config = validate_config(default, SCHEMA)
     assert launch_ranks(config) == {"ranks_per_node": 1, "nodes": 1}
-    assert job_resources(config, "train") == {"mem_mb": 4000, "runtime": 60}
+    assert job_resources(config, "train") == {"mem_mb": 4000, "runtime": 60, "slurm_extra": "--signal=TERM@600"}
 
 
 def test_paper_resources_ask_for_eight_gpus_on_one_node(default):
     config = validate_config(merge(default, load(REPO / "configs" / "paper.yaml")), SCHEMA)
     assert launch_ranks(config) == {"ranks_per_node": 8, "nodes": 1}
     assert rank_batch_size(config) == 8  # one GPU's share of 64 documents: also the teacher check's batch
-    assert job_resources(config, "train") == {"mem_mb": 480000, "runtime": 2880, "gpu": 8, "cpus_per_gpu": 8}
+    signal = {"slurm_extra": "--signal=TERM@600"}  # SIGTERM 10 minutes before the time limit: save, then retry
+    assert job_resources(config, "train") == {"mem_mb": 480000, "runtime": 2880, "gpu": 8, "cpus_per_gpu": 8, **signal}
     # a group of 3 students on one teacher forward: 3 phases' host memory and run time, the same GPUs
     assert job_resources(config, "train", students=3) == {"mem_mb": 3 * 480000, "runtime": 3 * 2880, "gpu": 8,
-                                                          "cpus_per_gpu": 8}
+                                                          "cpus_per_gpu": 8, **signal}
     assert job_resources(config, "model")["gpu"] == 1
     assert "gpu" not in job_resources(config, "data")
 
@@ -321,7 +322,14 @@ def test_multi_node_training_is_one_srun_task_per_node(default):
     assert launch_ranks(config) == {"ranks_per_node": 4, "nodes": 2}
     assert job_resources(config, "train") == {
         "mem_mb": 4000, "runtime": 60, "slurm_partition": "gpu", "slurm_account": "lab",
-        "nodes": 2, "tasks": 2, "mpi": "srun", "tasks_per_gpu": 0, "gres": "gpu:4", "cpus_per_gpu": 8}
+        "nodes": 2, "tasks": 2, "mpi": "srun", "tasks_per_gpu": 0, "gres": "gpu:4", "cpus_per_gpu": 8,
+        "slurm_extra": "--signal=TERM@600"}
+
+
+def test_no_warning_signal_when_warning_seconds_is_zero(default):
+    config = validate_config(merge(default, {"resources": {"train": {"warning_seconds": 0}}}), SCHEMA)
+    assert "slurm_extra" not in job_resources(config, "train")
+    assert "slurm_extra" not in job_resources(config, "model")  # only training saves a state on SIGTERM
 
 
 def test_batch_that_does_not_split_over_the_ranks_is_a_config_error(default):

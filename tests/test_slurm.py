@@ -112,3 +112,35 @@ def test_preflight_reads_the_real_sinfo(cluster, tmp_path):
     greedy = subprocess.run([*preflight, str(tmp_path / "greedy.yaml")], capture_output=True, text=True, timeout=120)
     assert greedy.returncode == 1
     assert "resources.train.cpus_per_gpu: 8 CPUs per GPU × 1 GPUs = 8 CPUs" in greedy.stdout, greedy.stdout
+
+
+@pytest.mark.slow
+def test_a_phase_past_its_time_limit_resumes_to_the_uninterrupted_result(slurm_run, tmp_path):
+    """A phase slowed to outlast its 2-minute SLURM time limit: SLURM sends SIGTERM 30 s before the
+    limit (resources.train.warning_seconds, sbatch --signal), the phase saves a state and exits, the
+    train rule's retry resubmits it, and it resumes to the weights, logs and metrics of the phase's
+    uninterrupted run in slurm_run (same two ranks)."""
+    workdir, proc = slurm_run
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    index = json.loads((workdir / "results" / "runs" / "pre-joint" / "seed42" / "phases.json").read_text())
+    key = index["phases"][0]["key"]
+    phase = workdir / "results" / "phases" / key
+    uninterrupted = {name: (phase / name).read_bytes() for name in ("student.safetensors", "train.csv", "eval.csv")}
+    (tmp_path / "limit.yaml").write_text("resources:\n  train: {runtime: 2, warning_seconds: 30}\n")
+    target = f"results/phases/{key}/state.json"
+    command = ["timeout", "-k", "30", "900", SNAKEMAKE, "--profile", "slurm", "--directory", str(workdir),
+               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+               "--configfile", str(REPO / "configs" / "ci.yaml"), str(REPO / "tests" / "slurm" / "resources.yaml"),
+               str(tmp_path / "limit.yaml"), "--forcerun", target, "--", target]
+    # 12 updates of 8 s and more outlast the limit; SLURM's warning comes 30-90 s before it
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"} | {"NORMGROW_FAULT": f"slow@8000:{key}"}
+    rerun = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=960)
+    assert rerun.returncode == 0, rerun.stdout[-5000:]
+    assert "--signal=TERM@30" in rerun.stdout  # the sbatch call (printshellcmds)
+    attempts = re.findall(r"has been submitted with SLURM jobid \d+ \(log: \S*/rule_train_phase/", rerun.stdout)
+    assert len(attempts) >= 2, rerun.stdout[-5000:]  # stopped at least once by the time limit, then resumed
+    log = (workdir / "logs" / "phases" / f"{key}.log").read_text()
+    assert "resumed from the state at update" in log, log[-3000:]  # the last attempt's log
+    for name, content in uninterrupted.items():
+        assert (phase / name).read_bytes() == content, name

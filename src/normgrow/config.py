@@ -256,7 +256,8 @@ def job_resources(config: dict, group: str, students: int = 1) -> dict:
 
     One node: `gpu` (sbatch --gpus) and `cpus_per_gpu`. Several nodes: an `mpi="srun"` job of one
     task per node with `gres=gpu:N` per node — the plugin then does not wrap the job in srun and
-    normgrow.launch starts torchrun on every node itself."""
+    normgrow.launch starts torchrun on every node itself. A training job asks SLURM for SIGTERM
+    `warning_seconds` before its time limit (`--signal=TERM@N`; its processes save a state on SIGTERM)."""
     spec = config["resources"][group]
     resources = {"mem_mb": spec["mem_mb"] * students, "runtime": spec["runtime"] * students}
     if spec["partition"]:
@@ -270,4 +271,6 @@ def job_resources(config: dict, group: str, students: int = 1) -> dict:
             resources.update(gres=f"gpu:{gpus}", cpus_per_gpu=spec["cpus_per_gpu"])
     elif gpus:
         resources.update(gpu=gpus, cpus_per_gpu=spec["cpus_per_gpu"])
+    if spec.get("warning_seconds"):  # a phase saves its state on SIGTERM: send it before the time limit
+        resources["slurm_extra"] = f"--signal=TERM@{spec['warning_seconds']}"
     return resources

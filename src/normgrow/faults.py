@@ -5,7 +5,8 @@
 - `nan@N`: the loss of update N is NaN (the phase must stop without touching its saved states);
 - `term@N`: the process sends itself SIGTERM after update N (preemption: save a state, exit 143);
 - `kill@N`: the process is killed with SIGKILL after update N and any state it saves there
-  (a hard crash: the next run resumes from the newest verified state).
+  (a hard crash: the next run resumes from the newest verified state);
+- `slow@MS`: every update lasts MS milliseconds longer (a phase that outlasts a job's time limit).
 Without the variable nothing happens; the trainer calls the hooks at those three points.
 """
 
@@ -14,11 +15,12 @@ from __future__ import annotations
 import math
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 import torch
 
-KINDS = ("nan", "term", "kill")
+KINDS = ("nan", "term", "kill", "slow")
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,8 @@ class Faults:
         if not kind:
             return cls()
         if kind not in KINDS or not step.isdigit():
-            raise ValueError(f"NORMGROW_FAULT={value}: expected one of {', '.join(KINDS)} followed by @N[:KEY]")
+            raise ValueError(f"NORMGROW_FAULT={value}: expected one of {', '.join(KINDS)} followed by @N[:KEY] "
+                             "(N: an update; for slow, milliseconds)")
         return cls(kind, int(step), key)
 
     def for_phase(self, key: str) -> Faults:
@@ -50,7 +53,9 @@ class Faults:
         return total * math.nan if self._at("nan", step) else total
 
     def after_update(self, step: int) -> None:
-        """After update `step` and its evaluation: SIGTERM for `term@step`."""
+        """After update `step` and its evaluation: SIGTERM for `term@step`; a pause for `slow@MS`."""
+        if self.kind == "slow":
+            time.sleep(self.step / 1000)
         if self._at("term", step):
             os.kill(os.getpid(), signal.SIGTERM)
 

@@ -41,6 +41,7 @@ Tokens per phase are an upper bound: steps × batch × max length (documents are
 from __future__ import annotations
 
 GB = 1e9
+WRITE_GB_PER_S = 1.0  # an assumed file system rate, for the resume state's save time only
 
 
 def layer_parameters(c) -> int:
@@ -122,7 +123,10 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
             "stages_gb": {k: m / GB for k, m in stages.items()},
             "gpus": gpus, "gpu_gb": gpu_gb, "students": students, "fits": total <= 0.9 * gpu_gb * GB,
             "micro_batch_tokens": tokens, "tokens_per_phase_max": t["phase_steps"] * t["batch_size"]
-            * config["data"]["max_length"], "naive_logits_gb": 4 * tokens * v / GB}
+            * config["data"]["max_length"], "naive_logits_gb": 4 * tokens * v / GB,
+            # a resume state (normgrow.resume): fp32 weights (the frozen embedding too) and AdamW's two moments
+            "resume_state_gb": students * (4 * counts["total"] + 8 * counts["trainable"]) / GB,
+            "warning_seconds": config["resources"]["train"]["warning_seconds"]}
 
 
 def format_plan(p: dict) -> str:
@@ -139,5 +143,10 @@ def format_plan(p: dict) -> str:
     lines += [f"  {'total':48} {p['total_gb']:8.1f} GB  → {'fits' if p['fits'] else 'does NOT fit'} "
               f"(≤ 90% of {p['gpu_gb']:g} GB)",
               f"  (full fp32 logits of one micro-batch would be {p['naive_logits_gb']:.1f} GB)",
-              f"tokens per phase: at most {p['tokens_per_phase_max']:,}"]
+              f"tokens per phase: at most {p['tokens_per_phase_max']:,}",
+              f"resume state: {p['resume_state_gb']:.1f} GB ({p['resume_state_gb'] / p['gpus']:.1f} GB written per "
+              f"rank; rank 0 then reads all of it for the SHA-256 manifest) — "
+              f"{p['resume_state_gb'] / WRITE_GB_PER_S:.0f} s at {WRITE_GB_PER_S:g} GB/s (assumed: time a save on "
+              f"your file system); resources.train.warning_seconds ({p['warning_seconds']}) must cover one update and "
+              "one save"]
     return "\n".join(lines)
