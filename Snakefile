@@ -14,7 +14,7 @@ min_version("9.0")
 SOURCE = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, SOURCE)
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SOURCE, os.environ.get("PYTHONPATH")])))
-import normgrow.threads  # noqa: E402, F401  (jobs inherit a short OpenMP spin: they share the cores fairly)
+import normgrow.train.threads  # noqa: E402, F401  (jobs inherit a short OpenMP spin: they share the cores fairly)
 
 
 configfile: os.path.join(workflow.basedir, "config.yaml")

@@ -5,7 +5,7 @@ and thread count; random tokens of `data.max_length`): the one 2-thread job of t
 half its wall time. It runs in a fresh process per measurement, alone, beside one busy
 single-threaded process (another program holding a core), and beside a second copy of itself (a
 test run or another job), once with libgomp's default spin (`GOMP_SPINCOUNT` unset) and once with
-normgrow's (`normgrow.threads.SPIN_COUNT`). It prints steps/s and each slowdown against the same
+normgrow's (`normgrow.train.threads.SPIN_COUNT`). It prints steps/s and each slowdown against the same
 setting alone, all measured in this one run. Run it on otherwise idle cores.
 
     python benchmarks/contention.py [--steps 30] [--write docs/performance.md]
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> None:
         return
     command = docs_block.checked_command(parser, args, __file__, argv)
 
-    from normgrow.threads import SPIN_COUNT
+    from normgrow.train.threads import SPIN_COUNT
 
     settings = {"libgomp's default (GOMP_SPINCOUNT unset)": None, f"normgrow's (GOMP_SPINCOUNT={SPIN_COUNT})":
                 str(SPIN_COUNT)}

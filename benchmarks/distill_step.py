@@ -12,10 +12,10 @@ Shapes (one rank's share of a step):
   bf16 compute, activation checkpointing. Needs one GPU with about 100 GB (H100 NVL, H200).
 
 For each shape it runs, each in a fresh subprocess (so peak memory is its own):
-- `ours`: the trainer's step (normgrow.trainer) in a world of one — the student as the trainer
-  prepares it (normgrow.distributed.shard_student: FSDP2 in bf16, the plain module in fp32) with
+- `ours`: the trainer's step (normgrow.train.trainer) in a world of one — the student as the trainer
+  prepares it (normgrow.train.distributed.shard_student: FSDP2 in bf16, the plain module in fp32) with
   the config's activation checkpointing, the teacher once under inference mode, KD +
-  CE chunked over positions and fused with both LM heads (normgrow.forward.distillation_terms),
+  CE chunked over positions and fused with both LM heads (normgrow.train.forward.distillation_terms),
   backward, clipping, fused AdamW;
 - `ours-compiled` (on request): `ours` with `train.compile`, every decoder layer compiled (the
   compile happens in the warm-up step, which is not timed);
@@ -78,7 +78,7 @@ def config_shape(files: list[str], teacher_config: str | None = None, **extra) -
     teacher's)."""
     import yaml
 
-    from normgrow.config import merge, rank_batch_size, validate_config
+    from normgrow.spec.config import merge, rank_batch_size, validate_config
 
     config: dict = {}
     for name in files:
@@ -123,8 +123,8 @@ def build(s: dict, device):
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from normgrow.student import BlockStackStudent
-    from normgrow.teacher import DTYPES
+    from normgrow.model.student import BlockStackStudent
+    from normgrow.train.teacher import DTYPES
 
     config = Qwen3Config(**{**s["teacher"], "tie_word_embeddings": False})
     config._attn_implementation = "sdpa"
@@ -145,7 +145,7 @@ def batch_for(s: dict):
     """`rows` documents, one of `seq` tokens and the others between seq/2 and seq."""
     import numpy as np
 
-    from normgrow.data import collate
+    from normgrow.train.data import collate
 
     rng = np.random.default_rng(0)
     lengths = [s["seq"]] + list(rng.integers(s["seq"] // 2, s["seq"] + 1, size=s["rows"] - 1))
@@ -181,7 +181,7 @@ def naive_terms(student, teacher, batch, objective, precision):
     """Full logits for the whole padded micro-batch, fp32 log-softmax, then the loss positions."""
     import torch
 
-    from normgrow.forward import at_positions, positions_and_labels
+    from normgrow.train.forward import at_positions, positions_and_labels
 
     positions, labels = positions_and_labels(batch)
     with torch.no_grad():
@@ -199,7 +199,7 @@ def loss_step(s: dict, variant: str, device):
     (the Function then formed the head's gradient buffer and the backward matmuls, for nothing)."""
     import torch
 
-    from normgrow.objective import FusedDistillationLoss, Objective, fused_objective
+    from normgrow.train.objective import FusedDistillationLoss, Objective, fused_objective
 
     n, v, h = s["loss_positions"], s["teacher"]["vocab_size"], s.get("loss_hidden", s["teacher"]["hidden_size"])
     head = (torch.randn(v, h, device=device) * 0.02).requires_grad_()
@@ -235,10 +235,10 @@ def full_step(s: dict, variant: str, ranks):
     obvious way (`naive`): (step, tokens, flops)."""
     import torch
 
-    from normgrow.curriculum import Training
-    from normgrow.distributed import shard_student
-    from normgrow.objective import Objective, loss_positions
-    from normgrow.trainer import build_optimizer, training_step
+    from normgrow.spec.curriculum import Training
+    from normgrow.train.distributed import shard_student
+    from normgrow.train.objective import Objective, loss_positions
+    from normgrow.train.trainer import build_optimizer, training_step
 
     teacher, student = build(s, ranks.device)
     global_batch = batch_for(s)
@@ -305,7 +305,7 @@ class Memory:
 def run_variant(shape_name: str, variant: str, reps: int) -> dict:
     import torch
 
-    from normgrow.distributed import process_group
+    from normgrow.train.distributed import process_group
 
     s = shape(shape_name)
     with process_group() as ranks:  # a world of one, on the GPU if one is visible

@@ -1,6 +1,6 @@
 """Time and size of exporting a student (docs/workflow.md, Exporting a student): a phase directory
 holding a student of a config's shape (random weights; the time does not depend on their values)
-is exported with `normgrow.export.export_phase` as the family's own class (pre-norm) and through the
+is exported with `normgrow.model.export.export_phase` as the family's own class (pre-norm) and through the
 remote code (post-norm), then loaded back with `AutoModelForCausalLM.from_pretrained`.
 
     python benchmarks/export_time.py embedded mid
@@ -49,10 +49,10 @@ def measure(shape: str, placement: str, root: Path, tokenizer: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from normgrow.checkpoint import save_student
     from normgrow.cli import read_configs
-    from normgrow.export import export_phase
-    from normgrow.student import BlockStackStudent, student_config
+    from normgrow.model.export import export_phase
+    from normgrow.model.student import BlockStackStudent, student_config
+    from normgrow.train.checkpoint import save_student
 
     config = read_configs([REPO / "config.yaml", *(REPO / path for path in SHAPES[shape][0])])
     teacher = teacher_config(shape, config)
@@ -89,7 +89,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     command = docs_block.checked_command(parser, args, __file__, argv)
 
-    from normgrow.data import train_tokenizer
+    from normgrow.train.data import train_tokenizer
 
     rows = []
     print("\n".join(HEADER), flush=True)

@@ -98,8 +98,8 @@ def paper_flops(group_size: int) -> dict:
     from distill_step import attention_flops, matmul_params
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from normgrow.config import merge, validate_config
-    from normgrow.curriculum import PhaseTable
+    from normgrow.spec.config import merge, validate_config
+    from normgrow.spec.curriculum import PhaseTable
 
     config: dict = {}
     for name in ("config.yaml", "configs/paper.yaml"):

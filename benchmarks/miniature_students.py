@@ -44,9 +44,10 @@ def main(argv: list[str]) -> None:
 
     import yaml
 
-    from normgrow.config import validate_config
-    from normgrow.curriculum import Execution, phase_spec, run_phases
-    from normgrow.trainer import train_phase
+    from normgrow.spec.config import validate_config
+    from normgrow.spec.curriculum import phase_spec, run_phases
+    from normgrow.spec.execution import Execution
+    from normgrow.train.trainer import train_phase
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["student"].update(blocks=3, layers_per_block=1)

@@ -33,7 +33,7 @@ def default_pretrain() -> dict:
     schedule."""
     import yaml
 
-    from normgrow.config import validate_config
+    from normgrow.spec.config import validate_config
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
     return validate_config(config)["teacher"]["pretrain"]
@@ -51,8 +51,8 @@ def main(argv: list[str]) -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from normgrow.data import TokenStore
-    from normgrow.teacher import check_teacher, pretrain_teacher, save_teacher
+    from normgrow.train.data import TokenStore
+    from normgrow.train.teacher import check_teacher, pretrain_teacher, save_teacher
 
     data, out = Path(args.data), Path(args.out)
     torch.set_num_threads(2)

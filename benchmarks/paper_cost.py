@@ -4,7 +4,7 @@ and padding-free (documents laid end to end).
     python benchmarks/paper_cost.py [--sigma 1.0] [--group-size 64] [--mfu 0.4] [--samples 200000]
                                     [--run DIR [--configfile FILE ...]] [--write DOC]
 
-The protocol (paper App. C; normgrow.data) tokenizes every document alone (at most
+The protocol (paper App. C; normgrow.train.data) tokenizes every document alone (at most
 `data.max_length` = 8,192 tokens), and every rank pads its micro-batch of `batch_size / ranks`
 documents (8 at the paper's shape) to the longest of them. What the matmuls and attention of the
 teacher's forward and the student's forward and backward see, per document:
@@ -19,7 +19,7 @@ FLOPs follow benchmarks/distill_step.py's formula (2 per matmul parameter per to
 attention 4·A·L·n(n+1)/2 per row of n tokens; the student's forward and backward 3× its forward),
 over every phase of config.yaml + configs/paper.yaml: each update's 64 documents and each
 evaluation's validation documents; the teacher's forward once per phase alone and once per batch
-stream grouped (`--group-size`, normgrow.curriculum.stream_key). GPU-hours assume an MFU (`--mfu`)
+stream grouped (`--group-size`, normgrow.spec.curriculum.stream_key). GPU-hours assume an MFU (`--mfu`)
 of the H100's dense bf16 peak: the ratios between the three ways are the measurement, not the hours.
 
 **The length distribution.** The paper states the mean, not the distribution: its Table A2 gives
@@ -97,7 +97,7 @@ def planned_lengths(sigma: float, samples: int, cap: int, seed: int = 0) -> np.n
 def paper_config() -> dict:
     import yaml
 
-    from normgrow.config import merge, validate_config
+    from normgrow.spec.config import merge, validate_config
 
     config: dict = {}
     for name in ("config.yaml", "configs/paper.yaml"):
@@ -111,7 +111,7 @@ def dag_flops(config: dict, teacher_config, ways: dict[str, PerDocument], group_
     from distill_step import matmul_params
     from transformers import AutoModelForCausalLM
 
-    from normgrow.curriculum import PhaseTable
+    from normgrow.spec.curriculum import PhaseTable
 
     with torch.device("meta"):
         teacher = AutoModelForCausalLM.from_config(teacher_config)
@@ -198,7 +198,7 @@ def main(argv: list[str]) -> None:
     sys.path.insert(0, str(REPO / "src"))
     from transformers import AutoConfig
 
-    from normgrow.config import merge, rank_batch_size, validate_config
+    from normgrow.spec.config import merge, rank_batch_size, validate_config
 
     config = paper_config()
     teacher_config = AutoConfig.from_pretrained(REPO / "configs" / "teachers" / "qwen3-8b-base")

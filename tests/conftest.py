@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import normgrow.threads  # noqa: F401  (first: libgomp reads its spin when torch is loaded)
+import normgrow.train.threads  # noqa: F401  (first: libgomp reads its spin when torch is loaded)
 
 # isort: split
 import json
@@ -17,9 +17,9 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from normgrow.config import SCHEMA  # noqa: F401 (the package's schema, for the tests)
-from normgrow.data import save_tokens, split_corpus
-from normgrow.forward import at_positions
+from normgrow.spec.config import SCHEMA  # noqa: F401 (the package's schema, for the tests)
+from normgrow.train.data import save_tokens, split_corpus
+from normgrow.train.forward import at_positions
 
 REPO = Path(__file__).resolve().parents[1]
 # The suite tests the CPU path (bit-identical resumes, gloo ranks, fp32 tolerances) on any machine;
@@ -158,8 +158,9 @@ def tiny_run_config() -> dict:
 def phase_arguments_for(config: dict, run: str, seed: int, phase: int) -> dict:
     """What `normgrow.cli train-phase --spec FILE` reads for phase `phase` of `run`: the phase spec and
     the execution settings (with the run's snapshots), as the workflow's job would launch them."""
-    from normgrow.curriculum import Execution, phase_spec, snapshots_per_phase
-    from normgrow.launch import phase_arguments
+    from normgrow.cluster.launch import phase_arguments
+    from normgrow.spec.curriculum import phase_spec, snapshots_per_phase
+    from normgrow.spec.execution import Execution
 
     return phase_arguments(phase_spec(config, run, seed, phase),
                            Execution.from_config(config, snapshots_per_phase(config, run)))

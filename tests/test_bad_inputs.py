@@ -9,10 +9,10 @@ import pytest
 import torch
 from conftest import make_teacher, snakemake_command, split_in_memory
 
-from normgrow.checkpoint import CheckpointError, load_student, save_student
-from normgrow.data import save_tokens
-from normgrow.student import BlockStackStudent
-from normgrow.teacher import check_teacher
+from normgrow.model.student import BlockStackStudent
+from normgrow.train.checkpoint import CheckpointError, load_student, save_student
+from normgrow.train.data import save_tokens
+from normgrow.train.teacher import check_teacher
 
 
 def run_workflow(workdir, config_text: str, *targets: str) -> subprocess.CompletedProcess:
@@ -51,7 +51,7 @@ def test_budgets_needing_more_documents_than_the_corpus_holds(workdir):
 def test_teacher_whose_vocabulary_does_not_match_the_tokenizer(tmp_path):
     teacher = make_teacher(vocab_size=64)
     save_tokens([[1, 2, 3, 0], [4, 5, 0]], tmp_path / "tokens")
-    from normgrow.data import TokenStore
+    from normgrow.train.data import TokenStore
 
     store = TokenStore(tmp_path / "tokens")
 
@@ -86,7 +86,7 @@ def test_missing_truncated_and_mismatched_checkpoints(tmp_path, teacher):
 def test_empty_and_overlong_documents_are_counted():
     from datasets import Dataset
 
-    from normgrow.data import tokenize_documents
+    from normgrow.train.data import tokenize_documents
 
     corpus = Dataset.from_dict({"text": ["a b", "   ", "", "c d e", "f"]})
     splits, counts = split_in_memory(corpus, seed=0, valid_docs=1, diag_docs=1, train_docs=None)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from normgrow.data import collate
+from normgrow.train.data import collate
 
 
 def load_benchmark():

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from conftest import REPO, SCHEMA
 
-from normgrow.config import (
+from normgrow.spec.config import (
     ConfigError,
     built_runs,
     job_resources,
@@ -17,7 +17,7 @@ from normgrow.config import (
     train_docs_required,
     validate_config,
 )
-from normgrow.curriculum import shard_docs
+from normgrow.spec.curriculum import shard_docs
 
 
 def load(path) -> dict:
@@ -179,7 +179,7 @@ def test_build_names_an_unknown_run(default):
 
 
 def test_schema_accepts_exactly_the_registered_placements():
-    from normgrow.placement import PATTERN
+    from normgrow.model.placement import PATTERN
 
     schema = yaml.safe_load(SCHEMA.read_text())
     assert schema["properties"]["runs"]["additionalProperties"]["properties"]["placement"]["pattern"] == PATTERN

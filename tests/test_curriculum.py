@@ -8,13 +8,12 @@ import json
 
 import pytest
 import yaml
-from conftest import REPO, SCHEMA, heavy_imports
+from conftest import REPO, SCHEMA
 
-from normgrow import curriculum
-from normgrow.config import science_config, validate_config
-from normgrow.curriculum import (
+from normgrow.spec import curriculum
+from normgrow.spec.config import science_config, validate_config
+from normgrow.spec.curriculum import (
     DataState,
-    Execution,
     PhaseSpec,
     PhaseTable,
     phase_spec,
@@ -22,7 +21,7 @@ from normgrow.curriculum import (
     run_phases,
     stream_key,
 )
-from normgrow.tracking import Tracking
+from normgrow.spec.execution import Execution, Tracking
 
 
 @pytest.fixture
@@ -276,7 +275,7 @@ def test_phases_of_different_seeds_are_never_grouped(default):
 
 
 def test_the_document_order_enters_every_phase_key_and_stream(default, monkeypatch):
-    """Results read in another order (normgrow.data.epoch_permutation, pinned in test_data) are
+    """Results read in another order (normgrow.train.data.epoch_permutation, pinned in test_data) are
     never taken for these: the order's salt is part of the phase key and the stream key."""
     spec = phase_spec(default, "post-grow", 42, 1)
     key, stream = spec.key, stream_key(spec)
@@ -319,10 +318,6 @@ def test_science_config_drops_execution_settings(default):
     assert "state_every" not in science["train"] and science["train"]["lr"] == default["train"]["lr"]
 
 
-def test_the_dag_helpers_import_no_torch():
-    assert heavy_imports("normgrow.config", "normgrow.curriculum", "normgrow.science_code") == []
-
-
 def test_phases_command_lists_every_run_phase_and_what_it_shares(capsys):
     from normgrow.cli import main
 
@@ -338,7 +333,7 @@ def test_phases_command_lists_the_phases_trained_by_other_code(capsys, tmp_path,
     """`phases --other-code`: the state.json of each finished phase of the config whose code is not the
     checkout's (to --forcerun them after a code fix); unfinished phases and other directories are left out."""
     from normgrow.cli import main
-    from normgrow.science_code import record
+    from normgrow.spec.science_code import record
 
     keys = list(PhaseTable.from_config(validate_config(yaml.safe_load((REPO / "config.yaml").read_text()),
                                                        SCHEMA)).specs)

@@ -7,8 +7,9 @@ import pytest
 import torch
 from conftest import student_logits
 
-from normgrow.data import collate
-from normgrow.diagnostics import (
+from normgrow.model.student import BlockStackStudent
+from normgrow.train.data import collate
+from normgrow.train.diagnostics import (
     angular_distance,
     diagnose,
     kurtosis,
@@ -16,8 +17,7 @@ from normgrow.diagnostics import (
     rms_stats,
     structural_mask,
 )
-from normgrow.forward import positions_and_labels
-from normgrow.student import BlockStackStudent
+from normgrow.train.forward import positions_and_labels
 
 
 def test_kurtosis_of_known_samples():

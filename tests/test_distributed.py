@@ -17,10 +17,10 @@ import torch
 from conftest import make_teacher, phase_arguments_for, tiny_run_config, write_phase_inputs
 from safetensors.torch import load_file
 
-from normgrow.data import Batch
-from normgrow.distributed import Ranks, process_group, shard_student
-from normgrow.launch import torchrun_command
-from normgrow.student import BlockStackStudent
+from normgrow.cluster.launch import torchrun_command
+from normgrow.model.student import BlockStackStudent
+from normgrow.train.data import Batch
+from normgrow.train.distributed import Ranks, process_group, shard_student
 
 STEPS = 8
 LOSS_TOLERANCE = 1e-5   # fp32 losses, 2 ranks vs 1 process
@@ -194,8 +194,9 @@ def test_a_group_on_two_ranks_matches_its_phases_alone_and_resumes_after_sigterm
     """Phase 0 of pre- and post-norm grow (one batch stream) as a group of two students on one teacher
     forward, sharded over 2 ranks: each student matches its phase trained alone in one process; the
     group preempted at update 5 resumes on 2 ranks to the same result."""
-    from normgrow.curriculum import Execution, phase_spec
-    from normgrow.trainer import PhaseTask
+    from normgrow.spec.curriculum import phase_spec
+    from normgrow.spec.execution import Execution
+    from normgrow.train.trainer import PhaseTask
 
     root, config = setup["root"], copy.deepcopy(setup["config"])
     config["runs"]["pre-grow"] = {"placement": "pre", "curriculum": "grow"}

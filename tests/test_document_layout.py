@@ -3,7 +3,7 @@ boundary is never cut away except under truncated-end, and the token metadata co
 
 import pytest
 
-from normgrow.data import BOUNDARY_POSITIONS, layout_document, tokenize_corpus
+from normgrow.train.data import BOUNDARY_POSITIONS, layout_document, tokenize_corpus
 
 B = 0
 TEXT = [5, 6, 7, 8, 9]
@@ -32,7 +32,7 @@ def test_a_cap_with_no_room_for_text_is_refused_by_name():
 def test_the_schema_offers_exactly_the_layouts():
     import yaml
 
-    from normgrow.config import SCHEMA
+    from normgrow.spec.config import SCHEMA
 
     data = yaml.safe_load(SCHEMA.read_text())["properties"]["data"]["properties"]
     assert tuple(data["boundary_position"]["enum"]) == BOUNDARY_POSITIONS

@@ -1,4 +1,4 @@
-"""Exporting a phase's student (normgrow.export, `normgrow.cli export`): for every placement and every
+"""Exporting a phase's student (normgrow.model.export, `normgrow.cli export`): for every placement and every
 supported family, `AutoModelForCausalLM.from_pretrained` loads a model whose logits are the
 student's; a pre-norm student loads as its family's own class without remote code, any other
 placement through the remote code shipped in the directory, which imports no normgrow; generate()
@@ -21,12 +21,12 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 from transformers.dynamic_module_utils import get_imports
 
-from normgrow.checkpoint import save_student
 from normgrow.cli import main
-from normgrow.export import export_phase
-from normgrow.family import PREFIXES
-from normgrow.placement import PLACEMENTS
-from normgrow.student import BlockStackStudent
+from normgrow.model.export import export_phase
+from normgrow.model.family import PREFIXES
+from normgrow.model.placement import PLACEMENTS
+from normgrow.model.student import BlockStackStudent
+from normgrow.train.checkpoint import save_student
 
 BLOCKS, LAYERS = 3, 2
 IDS = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))
@@ -120,7 +120,10 @@ def test_remote_code_imports_no_normgrow(tmp_path, sources):
     for module in out.glob("*.py"):
         assert "normgrow" not in get_imports(module), module.name
     model = load(out, remote=True)
-    assert type(model.blocks[0][0]).__module__.startswith("transformers_modules.")
+    # the export runs the training code's stack, copied: the student's class, not a restatement of it
+    assert type(model.student).__name__ == "BlockStackStudent"
+    assert type(model.student).__module__.startswith("transformers_modules.")
+    assert type(model.student.blocks[0][0]).__module__.startswith("transformers_modules.")
     assert AutoTokenizer.from_pretrained(out, trust_remote_code=True)("t1 t2 t5").input_ids == [1, 2, 5]
     assert model.config.layers_config["model_type"] == "qwen3" and model.config.active_blocks == 2
     with torch.no_grad():
@@ -185,8 +188,9 @@ def test_only_the_active_blocks_are_exported(tmp_path, sources, placement):
     assert model.config.num_hidden_layers == LAYERS
     with safe_open(str(tmp_path / "out" / "model.safetensors"), "pt") as exported:
         names = list(exported.keys())
-    layer_names = [n for n in names if n.startswith(("model.layers.", "blocks."))]
-    assert layer_names and all(n.startswith(("model.layers.0.", "model.layers.1.", "blocks.0.")) for n in layer_names)
+    layer_names = [n for n in names if n.startswith(("model.layers.", "student.blocks."))]
+    assert layer_names and all(n.startswith(("model.layers.0.", "model.layers.1.", "student.blocks.0."))
+                               for n in layer_names)
     with torch.no_grad():
         logits = model(input_ids=IDS, attention_mask=MASK).logits
     torch.testing.assert_close(logits, student_logits(student), rtol=1e-5, atol=1e-5)

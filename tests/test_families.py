@@ -1,4 +1,4 @@
-"""Any decoder-only teacher family (normgrow.family): the student is built from the teacher's own
+"""Any decoder-only teacher family (normgrow.model.family): the student is built from the teacher's own
 sub-layers, refuses an unsupported family by name, and trains and is diagnosed through the
 trainer's path, for tiny randomly initialised teachers of every supported family."""
 
@@ -12,13 +12,14 @@ import torch
 from conftest import REPO, SEED, tiny_run_config
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from normgrow.checkpoint import student_from_checkpoint
-from normgrow.curriculum import Execution, phase_spec
-from normgrow.data import collate
-from normgrow.diagnostics import diagnose
-from normgrow.family import PREFIXES, family
-from normgrow.student import BlockStackStudent
-from normgrow.trainer import train_phase
+from normgrow.model.family import PREFIXES, family
+from normgrow.model.student import BlockStackStudent
+from normgrow.spec.curriculum import phase_spec
+from normgrow.spec.execution import Execution
+from normgrow.train.checkpoint import student_from_checkpoint
+from normgrow.train.data import collate
+from normgrow.train.diagnostics import diagnose
+from normgrow.train.trainer import train_phase
 
 
 def tiny_teacher(model_type: str, layers: int = 2):
@@ -124,7 +125,7 @@ def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_
     import yaml
     from conftest import snakemake_command
 
-    from normgrow.data import train_tokenizer
+    from normgrow.train.data import train_tokenizer
 
     texts = ["the residual stream is normalised before or after each sub-layer."] * 20
     tokenizer = train_tokenizer(texts, vocab_size=300, boundary_token="<|endoftext|>")
@@ -155,9 +156,9 @@ def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_
 @pytest.mark.parametrize("model_type,options", [(t, {}) for t in PREFIXES]
                          + [("llama", {"attention_bias": True, "mlp_bias": True}), ("gemma", {"attention_bias": True})])
 def test_the_plan_counts_every_familys_parameters(model_type, options):
-    """normgrow.plan's formulas count the family's layers and the whole teacher exactly (Qwen2's q/k/v
+    """normgrow.cluster.plan's formulas count the family's layers and the whole teacher exactly (Qwen2's q/k/v
     biases, Qwen3's q/k norms, `attention_bias`, `mlp_bias`), and the student's decoder likewise."""
-    from normgrow.plan import layer_parameters, student_parameters, teacher_parameters
+    from normgrow.cluster.plan import layer_parameters, student_parameters, teacher_parameters
 
     config = AutoConfig.for_model(model_type, vocab_size=64, hidden_size=32, intermediate_size=64,
                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,

@@ -1,10 +1,10 @@
-"""The reliability tests' fault injection (normgrow.faults): the variable's grammar and the slow fault."""
+"""The reliability tests' fault injection (normgrow.train.faults): the variable's grammar and the slow fault."""
 
 import time
 
 import pytest
 
-from normgrow.faults import Faults
+from normgrow.train.faults import Faults
 
 
 def test_a_slow_fault_lengthens_every_update_of_its_phase_only(monkeypatch):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from normgrow.objective import Objective, fused_objective
+from normgrow.train.objective import Objective, fused_objective
 
 
 @pytest.mark.parametrize(("tau", "chunk"), [(1.0, 7), (2.0, 5), (1.0, 64)])
@@ -42,7 +42,7 @@ def test_fused_without_head_gradient():
 def test_no_gradient_is_formed_under_no_grad(monkeypatch):
     """Evaluation runs the fused loss under `torch.no_grad()` with a trainable student: no gradient
     buffer (N × H, V × H in fp32) is allocated and no backward matmul runs, and the values are the same."""
-    from normgrow import objective as module
+    from normgrow.train import objective as module
 
     buffers = []
     chunk_terms = module._chunk_terms

@@ -1,5 +1,5 @@
 """Phases that read one batch stream, trained side by side on one teacher forward per batch
-(normgrow.trainer.train_phases): every student's outputs are bit-identical to its phase trained
+(normgrow.train.trainer.train_phases): every student's outputs are bit-identical to its phase trained
 alone; groups come from the phase specs; one student's failure names it and loses no other
 student's work; a group killed with SIGKILL resumes bit-identically."""
 
@@ -19,10 +19,11 @@ import pytest
 import yaml
 from conftest import REPO, phase_outputs, tiny_run_config, write_phase_inputs
 
-from normgrow.config import validate_config
-from normgrow.curriculum import Execution, PhaseTable, phase_spec, stream_key
-from normgrow.placement import PLACEMENTS
-from normgrow.trainer import GroupFailed, PhaseTask, train_phase, train_phases
+from normgrow.model.placement import PLACEMENTS
+from normgrow.spec.config import validate_config
+from normgrow.spec.curriculum import PhaseTable, phase_spec, stream_key
+from normgrow.spec.execution import Execution
+from normgrow.train.trainer import GroupFailed, PhaseTask, train_phase, train_phases
 
 STEPS, SEED = 6, 3
 ALL_PLACEMENTS = [p if p != "mix-ln" else "mix-ln@1" for p in PLACEMENTS]
@@ -143,7 +144,7 @@ def test_students_one_state_apart_resume_at_their_common_update(setup, monkeypat
     root = setup["root"] / "apart"
     tasks = [task(setup, run, 0, root / run) for run in ("pre-grow", "post-grow")]
     monkeypatch.setenv("NORMGROW_FAULT", "term@4")
-    from normgrow.trainer import Preempted
+    from normgrow.train.trainer import Preempted
 
     with pytest.raises(Preempted):
         train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
@@ -189,7 +190,7 @@ def test_each_student_draws_its_own_random_numbers_in_a_group(setup, monkeypatch
     import numpy as np
     import torch
 
-    from normgrow import trainer
+    from normgrow.train import trainer
 
     draws: list[tuple] = []
     terms = trainer.distillation_terms
@@ -256,7 +257,7 @@ def test_a_group_whose_students_read_different_batches_is_refused(setup, monkeyp
     """Should two phases that read different batches pass as one stream (a wrong stream key), the group
     stops at its first update naming the student that read another batch, rather than training a
     student on batches its phase does not read."""
-    from normgrow import trainer
+    from normgrow.train import trainer
 
     monkeypatch.setattr(trainer, "stream_key", lambda spec: "one stream")
     config, root = setup["config"], setup["root"] / "other-batches"

@@ -1,4 +1,4 @@
-"""How an appended block starts (normgrow.curriculum.Growth, BlockStackStudent.start_appended and
+"""How an appended block starts (normgrow.spec.curriculum.Growth, BlockStackStudent.start_appended and
 its `gate`): each operator's defining property at the append step, for every placement; the
 configuration's refusals; the paper's phases keep their keys; a ramp resumes bit-identically."""
 
@@ -13,11 +13,11 @@ import yaml
 from conftest import REPO, SEED, make_teacher, tiny_run_config
 from safetensors.torch import load_file
 
-from normgrow.config import ConfigError, validate_config
-from normgrow.curriculum import Growth, phase_spec, run_phases
-from normgrow.data import Batch
-from normgrow.placement import PLACEMENTS
-from normgrow.student import ZEROED_OUTPUTS, BlockStackStudent
+from normgrow.model.placement import PLACEMENTS
+from normgrow.model.student import ZEROED_OUTPUTS, BlockStackStudent
+from normgrow.spec.config import ConfigError, validate_config
+from normgrow.spec.curriculum import Growth, phase_spec, run_phases
+from normgrow.train.data import Batch
 
 # Where the zero operator leaves the student's function unchanged: where an appended layer's output
 # is its input plus its residual branches (pre-norm; sandwich, whose output norms map 0 to 0; mix-ln,
@@ -137,8 +137,8 @@ def test_random_keeps_the_papers_keys_and_any_other_operator_changes_them(defaul
 def test_a_ramped_phase_resumes_bit_identically(workspace, monkeypatch):
     """Phase 1 of the tiny freeze run with a 2-update ramp, preempted at update 1 (inside the ramp)
     and resumed: the same weights and losses as uninterrupted — c comes from the update."""
-    from normgrow import trainer
-    from normgrow.curriculum import Execution
+    from normgrow.spec.execution import Execution
+    from normgrow.train import trainer
 
     config = tiny_run_config()
     config["curricula"]["freeze"][1]["growth"] = {"operator": "ramp", "steps": 2}
@@ -186,8 +186,8 @@ def three_block_config(growth: dict) -> dict:
 
 
 def train_grown(workspace: dict, config: dict, phase: int, out, previous=None) -> None:
-    from normgrow.curriculum import Execution
-    from normgrow.trainer import train_phase
+    from normgrow.spec.execution import Execution
+    from normgrow.train.trainer import train_phase
 
     threads = torch.get_num_threads()
     try:
@@ -209,7 +209,7 @@ def three_blocks_phase0(workspace):
 def first_updates_of_phase1(workspace, phase0, monkeypatch, growth: dict, check, updates: int) -> None:
     """Phase 1 of the 3-block run with `growth`, trained through the trainer from `phase0`: `check(t, student,
     rows)` sees the student as update t computes its loss, for the first `updates` updates; then the phase stops."""
-    from normgrow import trainer
+    from normgrow.train import trainer
 
     terms, seen = trainer.distillation_terms, []
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 from conftest import student_logits
 
-from normgrow.data import collate
-from normgrow.forward import causal_lm_logits, positions_and_labels
-from normgrow.objective import Objective, loss_positions, next_token_labels
-from normgrow.student import BlockStackStudent
+from normgrow.model.student import BlockStackStudent
+from normgrow.train.data import collate
+from normgrow.train.forward import causal_lm_logits, positions_and_labels
+from normgrow.train.objective import Objective, loss_positions, next_token_labels
 
 
 def reference_terms(student: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor,
@@ -140,7 +140,7 @@ def test_padding_is_excluded_from_the_loss(teacher):
 def test_evaluation_is_the_objective_over_every_loss_position(teacher):
     """Validation CE, KD and KD soft are means over the loss positions of all batches (token-weighted,
     right padding excluded): the objective on full logits at those positions, batch by batch."""
-    from normgrow.evaluate import evaluate_students
+    from normgrow.train.evaluate import evaluate_students
 
     student = BlockStackStudent.from_teacher(teacher, "post", 2, 1, seed=0)
     rng = np.random.default_rng(5)

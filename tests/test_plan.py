@@ -6,9 +6,9 @@ import yaml
 from conftest import REPO, SCHEMA, make_teacher
 
 from normgrow.cli import main
-from normgrow.config import validate_config
-from normgrow.plan import plan, student_parameters, teacher_parameters
-from normgrow.student import BlockStackStudent, count_parameters
+from normgrow.cluster.plan import plan, student_parameters, teacher_parameters
+from normgrow.model.student import BlockStackStudent, count_parameters
+from normgrow.spec.config import validate_config
 
 
 def test_parameter_formula_matches_built_models(teacher):

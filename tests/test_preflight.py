@@ -1,6 +1,6 @@
 """The SLURM pre-flight on `sinfo` outputs whose answers are known."""
 
-from normgrow.preflight import Node, check_resources, default_partition, parse_sinfo
+from normgrow.cluster.preflight import Node, check_resources, default_partition, parse_sinfo
 
 SINFO = """gpu*|16|128000|gpu:4
 gpu*|32|256000|gpu:h100:8(S:0-1)

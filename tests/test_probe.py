@@ -1,12 +1,12 @@
-"""The massive-activation probe (normgrow.probe) finds an outlier token where one is built in, and
+"""The massive-activation probe (normgrow.train.probe) finds an outlier token where one is built in, and
 its attention mass is the exact one on a model whose attention is uniform."""
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
-from normgrow.data import collate
-from normgrow.probe import massive_activations
+from normgrow.train.data import collate
+from normgrow.train.probe import massive_activations
 
 SPECIAL = 1
 

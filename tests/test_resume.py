@@ -160,8 +160,8 @@ def test_in_process_resume_gives_the_uninterrupted_result(setup, monkeypatch):
 
     import torch
 
-    from normgrow import trainer
-    from normgrow.launch import read_phase_arguments
+    from normgrow.cluster.launch import read_phase_arguments
+    from normgrow.train import trainer
 
     spec, execution = read_phase_arguments(setup["spec"])
     root, threads = setup["root"], torch.get_num_threads()
@@ -194,8 +194,8 @@ def test_resume_restores_the_random_number_generators(setup, monkeypatch):
     import numpy as np
     import torch
 
-    from normgrow import trainer
-    from normgrow.launch import read_phase_arguments
+    from normgrow.cluster.launch import read_phase_arguments
+    from normgrow.train import trainer
 
     draws: list[tuple] = []
     terms = trainer.distillation_terms
@@ -236,8 +236,8 @@ def test_exactly_the_newest_keep_states_remain(tmp_path):
     """Saving five states with keep = 2 leaves the newest two, manifests and directories alike."""
     import torch
 
-    from normgrow.distributed import Ranks
-    from normgrow.resume import ResumeStore
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.resume import ResumeStore
 
     model = torch.nn.Linear(2, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

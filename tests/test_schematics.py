@@ -1,5 +1,5 @@
 """The paper's Fig. 1 and Fig. 2 (normgrow.paper.schematics) drawn from the resolved config: each
-placement's layout (normgrow.layout) against its layer's modules and forward, a non-default
+placement's layout (normgrow.model.layout) against its layer's modules and forward, a non-default
 curriculum's phase × block states against known answers, and both figures written."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import yaml
 from conftest import REPO
 from transformers import Qwen3Config
 
-from normgrow.config import science_config, validate_config
-from normgrow.family import family
-from normgrow.layout import LAYOUTS, SUBLAYERS, boundary, residual_scale
+from normgrow.model.family import family
+from normgrow.model.layout import LAYOUTS, SUBLAYERS, boundary, residual_scale
+from normgrow.model.placement import LAYERS
 from normgrow.paper import schematics
 from normgrow.paper.document import Figure, Heading
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.report import report_document
-from normgrow.placement import LAYERS
+from normgrow.spec.config import science_config, validate_config
 
 
 # ---------------------------------------------------------------- Fig. 1's data: each layer kind's layout
@@ -42,7 +42,7 @@ def tiny_layer(kind: str, depth: int):
 
 def layout_forward(layer, layout, h, position_embeddings, depth: int) -> torch.Tensor:
     """The layer's output computed from its layout alone: per sub-layer, each described norm at its
-    position around the branch and the residual add (normgrow.layout's table)."""
+    position around the branch and the residual add (normgrow.model.layout's table)."""
     branches = {"attn": lambda x: layer.attend(x, position_embeddings, None), "mlp": layer.mlp}
     scale = residual_scale(depth) if layout.scaled_residual else 1.0
     for sublayer in SUBLAYERS:
@@ -70,7 +70,7 @@ def test_each_layout_is_its_layers_forward(kind):
 
 def test_layouts_and_their_equations():
     """Where each placement puts its norms (the positions Fig. 1 draws), written as the equations of
-    normgrow.placement's docstring, and the boundary norm of each."""
+    normgrow.model.placement's docstring, and the boundary norm of each."""
     positions = {kind: sorted((n.sublayer, n.position, n.symbol) for n in layout.norms)
                  for kind, layout in LAYOUTS.items()}
     assert positions == {

@@ -1,4 +1,4 @@
-"""Which code trained a phase (normgrow.science_code): the digest follows the phase modules and nothing
+"""Which code trained a phase (normgrow.spec.science_code): the digest follows the phase modules and nothing
 else, every module a training job imports is classified, a resumed phase lists every code that trained
 it, and the report warns when its phases come from other code than the checkout's."""
 
@@ -10,23 +10,23 @@ from pathlib import Path
 import pandas as pd
 from conftest import REPO
 
-from normgrow import science_code
-from normgrow.curriculum import DataState
 from normgrow.paper.provenance import code_warning, phase_code
 from normgrow.paper.report import report_provenance
 from normgrow.paper.results import RunPhase, collect_phases
+from normgrow.spec import science_code
+from normgrow.spec.curriculum import DataState
 
-PACKAGE = Path(science_code.__file__).parent
+PACKAGE = Path(science_code.__file__).parents[1]  # src/normgrow
 
 
 def test_the_digest_changes_with_one_line_of_a_phase_module_only(tmp_path):
     copy = tmp_path / "normgrow"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     assert science_code.digest(copy) == science_code.digest() == science_code.record()["digest"]
-    with open(copy / "tracking.py", "a") as f:  # execution only: the same code for a phase
+    with open(copy / "train" / "tracking.py", "a") as f:  # execution only: the same code for a phase
         f.write("# a comment\n")
     assert science_code.digest(copy) == science_code.digest()
-    with open(copy / "objective.py", "a") as f:
+    with open(copy / "train" / "objective.py", "a") as f:
         f.write("# a one-line fix\n")
     assert science_code.digest(copy) != science_code.digest()
 
@@ -35,7 +35,11 @@ def normgrow_imports(path: Path) -> set[str]:
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("normgrow."):
-            names.add(node.module.split(".", 1)[1])
+            module = node.module.split(".", 1)[1]
+            if (PACKAGE / module.replace(".", "/")).is_dir():  # from normgrow.train import trainer
+                names.update(f"{module}.{alias.name}" for alias in node.names)
+            else:
+                names.add(module)
         elif isinstance(node, ast.ImportFrom) and node.module == "normgrow":
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.Import):
@@ -44,23 +48,24 @@ def normgrow_imports(path: Path) -> set[str]:
 
 
 def test_every_module_a_training_job_imports_is_phase_code_or_execution_only():
-    """A module the trainer starts to import must be classified, in normgrow.science_code, before the
+    """A module the trainer starts to import must be classified, in normgrow.spec.science_code, before the
     digest can be trusted to follow the code that decides a phase's numbers."""
     seen, todo = set(), sorted(normgrow_imports(REPO / "workflow" / "scripts" / "train_phase.py"))
     while todo:
         name = todo.pop()
         if name not in seen:
             seen.add(name)
-            todo += normgrow_imports(PACKAGE / f"{name}.py")
+            todo += normgrow_imports(PACKAGE / f"{name.replace('.', '/')}.py")
     phase, execution = set(science_code.PHASE_MODULES), set(science_code.EXECUTION_ONLY)
     assert not phase & execution
-    assert all((PACKAGE / f"{name}.py").is_file() for name in phase | execution)
-    assert seen - {"science_code"} <= phase | execution, seen - phase - execution
-    assert {"trainer", "objective", "forward", "student", "placement", "data", "curriculum"} <= phase
+    assert all((PACKAGE / f"{name.replace('.', '/')}.py").is_file() for name in phase | execution)
+    assert seen - {"spec.science_code"} <= phase | execution, seen - phase - execution
+    assert {"train.trainer", "train.objective", "train.forward", "model.student", "model.placement", "train.data",
+            "spec.curriculum"} <= phase
 
 
 def test_a_resumed_phase_lists_every_code_that_trained_it():
-    from normgrow.trainer import TrainState
+    from normgrow.train.trainer import TrainState
 
     state = TrainState.start(DataState())
     now = science_code.record()

@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 from conftest import make_teacher, student_logits
 
-from normgrow.curriculum import Training
-from normgrow.data import collate
-from normgrow.forward import causal_lm_logits, positions_and_labels
-from normgrow.objective import Objective
-from normgrow.placement import PLACEMENTS, PostNormLayer, PreNormLayer, layer_classes
-from normgrow.student import BlockStackStudent, count_parameters
-from normgrow.trainer import build_optimizer
+from normgrow.model.placement import PLACEMENTS, PostNormLayer, PreNormLayer, layer_classes
+from normgrow.model.student import BlockStackStudent, count_parameters
+from normgrow.spec.curriculum import Training
+from normgrow.train.data import collate
+from normgrow.train.forward import causal_lm_logits, positions_and_labels
+from normgrow.train.objective import Objective
+from normgrow.train.trainer import build_optimizer
 
 PLACEMENT_NAMES = ["pre", "post", "sandwich", "deepnorm", "hybridnorm", "mix-ln", "mix-ln@2"]
 TRAIN = Training(batch_size=2, lr=1e-2, min_lr=1e-4, warmup_fraction=0.0, betas=(0.9, 0.95), eps=1e-8,
@@ -65,7 +65,7 @@ def reference_mlp(mlp, x: torch.Tensor) -> torch.Tensor:
 
 
 def reference_layer(placement: str, layer, h, cos, sin, eps: float, block: int, depth: int) -> torch.Tensor:
-    """One layer of `placement` (the equations of normgrow.placement's docstring)."""
+    """One layer of `placement` (the equations of normgrow.model.placement's docstring)."""
     def attn(x):
         return reference_attention(layer.self_attn, x, cos, sin, eps)
 

@@ -8,10 +8,10 @@ import numpy as np
 import torch
 from conftest import make_teacher
 
-from normgrow.data import TokenStore, collate, save_tokens
-from normgrow.evaluate import causal_lm_ce
-from normgrow.objective import loss_positions, next_token_labels
-from normgrow.teacher import unigram_ce
+from normgrow.train.data import TokenStore, collate, save_tokens
+from normgrow.train.evaluate import causal_lm_ce
+from normgrow.train.objective import loss_positions, next_token_labels
+from normgrow.train.teacher import unigram_ce
 
 
 def test_chunked_teacher_ce_equals_the_ce_of_full_logits():
@@ -45,7 +45,7 @@ def test_the_boundary_embedding_trains_unless_it_is_the_padding_index(tmp_path):
     embedding that trains like any other; `zero` makes it nn.Embedding's padding row, zero for good."""
     import io
 
-    from normgrow.teacher import pretrain_teacher
+    from normgrow.train.teacher import pretrain_teacher
 
     rng = np.random.default_rng(0)
     save_tokens([[0, *rng.integers(1, 16, size=7)] for _ in range(8)], tmp_path / "train")
@@ -66,7 +66,7 @@ def test_the_teacher_is_loaded_at_its_revision(tmp_path, monkeypatch):
     """teacher.revision reaches from_pretrained (a hub snapshot; none: the default branch)."""
     import transformers
 
-    from normgrow.teacher import load_teacher
+    from normgrow.train.teacher import load_teacher
 
     make_teacher().save_pretrained(tmp_path)
     asked = []

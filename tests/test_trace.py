@@ -1,4 +1,4 @@
-"""The memory trace (normgrow.trace): the trainer's own step on fake tensors over a fake world of
+"""The memory trace (normgrow.cluster.trace): the trainer's own step on fake tensors over a fake world of
 ranks, at a reduced shape (bounds that the fused loss and the teacher forward must keep; what each
 student of a group on one teacher forward adds) and once at the paper's shape through the command
 line."""
@@ -13,9 +13,9 @@ import yaml
 from transformers import Qwen3Config
 
 from normgrow.cli import main
-from normgrow.config import validate_config
-from normgrow.plan import plan
-from normgrow.trace import GiB, Shape, trace_one_gpu, trace_training
+from normgrow.cluster.plan import plan
+from normgrow.cluster.trace import GiB, Shape, trace_one_gpu, trace_training
+from normgrow.spec.config import validate_config
 
 REDUCED = {"train": {"precision": "bfloat16", "activation_checkpointing": True, "loss_chunk": 64, "batch_size": 8},
            "teacher": {"dtype": "bfloat16"}, "data": {"max_length": 256, "diag_docs": 2, "diag_max_length": 256}}

@@ -1,4 +1,4 @@
-"""Tracking (normgrow.tracking): a phase's TensorBoard events and W&B offline records hold the values of
+"""Tracking (normgrow.train.tracking): a phase's TensorBoard events and W&B offline records hold the values of
 its train.csv and eval.csv; a phase killed after logging past its last state and resumed holds each
 step once in TensorBoard; the config section names accelerate's trackers."""
 
@@ -18,7 +18,8 @@ import pytest
 import yaml
 from conftest import REPO, phase_arguments_for, tiny_run_config, write_phase_inputs
 
-from normgrow.tracking import Tracking, flatten, run_name
+from normgrow.spec.execution import Tracking
+from normgrow.train.tracking import flatten, run_name
 
 STEPS, STATE_EVERY, KILLED_AT = 12, 3, 7  # the state at update 6 is the newest when update 7 is killed
 TRAIN_KEYS = ("loss", "ce", "kd", "kd_soft", "lr", "grad_norm")
@@ -144,7 +145,7 @@ def test_tracking_off_writes_nothing(setup):
 def test_the_schema_offers_accelerates_trackers():
     from accelerate.tracking import LOGGER_TYPE_TO_CLASS
 
-    schema = yaml.safe_load((REPO / "src" / "normgrow" / "config.schema.yaml").read_text())
+    schema = yaml.safe_load((REPO / "src" / "normgrow" / "spec" / "config.schema.yaml").read_text())
     section = schema["properties"]["tracking"]
     assert section["kind"] == "execution"
     assert set(section["properties"]["log_with"]["items"]["enum"]) == set(LOGGER_TYPE_TO_CLASS)
@@ -163,8 +164,8 @@ def test_the_ci_run_tracks_every_phase_and_the_teacher_in_tensorboard(ci_workdir
     """The CI configuration run end to end (tracking at its default, TensorBoard): every phase's event
     files hold its train.csv and eval.csv, under the name of the first run sharing it; the teacher's
     pretraining logged every update."""
-    from normgrow.config import merge, validate_config
-    from normgrow.curriculum import PhaseTable
+    from normgrow.spec.config import merge, validate_config
+    from normgrow.spec.curriculum import PhaseTable
 
     config = merge(yaml.safe_load((REPO / "config.yaml").read_text()),
                    yaml.safe_load((REPO / "configs" / "ci.yaml").read_text()))
@@ -217,7 +218,7 @@ def test_only_the_main_rank_logs(tmp_path):
     """Every rank of a torchrun launch builds a Tracker; only the main one's writes anything."""
     import torch
 
-    from normgrow.tracking import Tracker
+    from normgrow.train.tracking import Tracker
 
     tracking = Tracking(("tensorboard",), str(tmp_path), "normgrow", {}, "run/seed1/phase0")
     row = {"loss": 1.0, "ce": 1.0, "kd": 1.0, "kd_soft": 1.0, "lr": 1e-3, "grad_norm": 1.0, "tokens": 10}
@@ -236,8 +237,8 @@ def test_throughput_after_an_evaluation_leaves_the_evaluation_out(monkeypatch):
 
     import torch
 
-    from normgrow import tracking
-    from normgrow.tracking import Tracker
+    from normgrow.train import tracking
+    from normgrow.train.tracking import Tracker
 
     now = [0.0]
     monkeypatch.setattr(tracking, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
@@ -261,7 +262,7 @@ def test_the_cpu_peak_memory_is_in_megabytes():
     the machine's memory."""
     import torch
 
-    from normgrow.tracking import peak_memory_mb
+    from normgrow.train.tracking import peak_memory_mb
 
     page = os.sysconf("SC_PAGE_SIZE")
     resident_mb = int(Path("/proc/self/statm").read_text().split()[1]) * page / 2**20

@@ -13,12 +13,13 @@ import torch
 from conftest import BATCH, LAYERS_PER_BLOCK, SEED, STEPS, tiny_run_config
 from safetensors.torch import load_file
 
-from normgrow.curriculum import Execution, Training, phase_spec
-from normgrow.data import collate, epoch_permutation
-from normgrow.objective import Objective, loss_positions, next_token_labels
-from normgrow.schedule import lr_at
-from normgrow.student import BlockStackStudent
-from normgrow.trainer import build_optimizer, optimizer_step, train_phase
+from normgrow.model.student import BlockStackStudent
+from normgrow.spec.curriculum import Training, phase_spec
+from normgrow.spec.execution import Execution
+from normgrow.spec.schedule import lr_at
+from normgrow.train.data import collate, epoch_permutation
+from normgrow.train.objective import Objective, loss_positions, next_token_labels
+from normgrow.train.trainer import build_optimizer, optimizer_step, train_phase
 
 TRAIN = Training.from_config(tiny_run_config()["train"])
 
@@ -173,8 +174,8 @@ def test_eval_rows_and_lr(freeze_run):
 
 def test_each_phase_records_the_code_that_trained_it(freeze_run):
     """state.json names the science code digest and the torch and transformers versions
-    (normgrow.science_code): a phase reused after a code change can be told from a retrained one."""
-    from normgrow.science_code import record
+    (normgrow.spec.science_code): a phase reused after a code change can be told from a retrained one."""
+    from normgrow.spec.science_code import record
 
     for out in freeze_run:
         assert json.loads((out / "state.json").read_text())["code"] == [record()]
@@ -230,7 +231,7 @@ class Seen(Exception):
 def test_a_phase_alone_stops_with_its_own_error_on_a_non_finite_loss(workspace, monkeypatch):
     """Alone, a phase whose loss turns NaN stops at once with its own FloatingPointError (not a group's
     GroupFailed, whose text promises siblings that finished) and writes no outputs."""
-    from normgrow.trainer import GroupFailed
+    from normgrow.train.trainer import GroupFailed
 
     monkeypatch.setenv("NORMGROW_FAULT", "nan@1")
     with pytest.raises(FloatingPointError, match="non-finite loss") as error:
@@ -242,11 +243,11 @@ def test_a_phase_alone_stops_with_its_own_error_on_a_non_finite_loss(workspace, 
 def test_a_phase_alone_frees_the_teachers_hidden_states_before_backward(workspace, monkeypatch):
     """A phase alone runs the teacher inside its student's step: the teacher's hidden states are gone once the
     student's forward has used them, before its backward; a group shares one teacher forward, held through
-    every student's backward. The memory trace asks the trainer's own rule (normgrow.trace)."""
+    every student's backward. The memory trace asks the trainer's own rule (normgrow.cluster.trace)."""
     import gc
     import weakref
 
-    from normgrow import forward, trainer
+    from normgrow.train import forward, trainer
 
     assert not trainer.shares_teacher_forward(1) and trainer.shares_teacher_forward(2)
     made, checked = [], []
@@ -277,7 +278,7 @@ def test_a_later_phase_resumed_keeps_its_earlier_steps_in_tensorboard(workspace,
     resumed job logs again and holds every step of the phase once."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from normgrow.trainer import Preempted
+    from normgrow.train.trainer import Preempted
 
     config = tiny_run_config()
     tracking = workspace["root"] / "tracking-later"

@@ -20,8 +20,8 @@ import pytest
 import yaml
 from conftest import REPO
 
-from normgrow.config import merge, validate_config
-from normgrow.curriculum import PhaseTable
+from normgrow.spec.config import merge, validate_config
+from normgrow.spec.curriculum import PhaseTable
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 CI = REPO / "configs" / "ci.yaml"
@@ -188,7 +188,7 @@ def test_paper_dag_through_the_slurm_profile_gives_every_phase_its_gpus(tmp_path
 def test_group_jobs_through_the_slurm_profile_ask_for_their_students_memory_and_runtime(tmp_path):
     """With resources.train.group_size: 2, each group of the paper DAG is one cluster job
     (train_group_{id}) on a phase's GPUs and CPUs per GPU, asking for its students × the phase's
-    mem_mb and runtime (normgrow.config.job_resources; the GPU memory is the trace's, docs/cluster.md)."""
+    mem_mb and runtime (normgrow.spec.config.job_resources; the GPU memory is the trace's, docs/cluster.md)."""
     groups_yaml = tmp_path / "groups.yaml"
     groups_yaml.write_text("resources:\n  train: {group_size: 2}\n")
     paper = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
@@ -382,7 +382,7 @@ def test_a_phase_job_with_two_ranks_launches_torchrun_and_matches_one_process(ci
 
 @pytest.mark.slow
 def test_ci_run_diagnostic_documents_have_their_own_length_limit(ci_run):
-    from normgrow.data import TokenStore
+    from normgrow.train.data import TokenStore
 
     tokens = ci_run / "results" / "data" / "tokens"
     meta = yaml.safe_load((tokens / "meta.json").read_text())

@@ -3,21 +3,21 @@
 - `python -m normgrow.cli train-phase ...` runs one phase outside Snakemake (the same function the
   workflow's train rule calls), e.g. for fault-injection tests;
 - `python -m normgrow.cli plan config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` prints the
-  resource plan of a configuration (normgrow.plan);
+  resource plan of a configuration (normgrow.cluster.plan);
 - `python -m normgrow.cli phases config.yaml [more.yaml ...]` prints where every phase of every run
   is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase; with
   `--other-code`, only the state.json of each finished phase trained by code other than this checkout's
-  (normgrow.science_code), to `--forcerun` them after a code fix;
+  (normgrow.spec.science_code), to `--forcerun` them after a code fix;
 - `python -m normgrow.cli preflight config.yaml configs/paper.yaml` compares the jobs' resources
-  with the nodes `sinfo` reports, before anything is submitted (normgrow.preflight);
+  with the nodes `sinfo` reports, before anything is submitted (normgrow.cluster.preflight);
 - `python -m normgrow.cli trace config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` runs the
   training step (of `--students` phases on one teacher forward, default resources.train.group_size),
   the teacher check and the diagnostics on fake tensors at the config's real shapes over a fake
-  world of GPUs, and prints the measured peak memory beside the plan (normgrow.trace); it exits 1
+  world of GPUs, and prints the measured peak memory beside the plan (normgrow.cluster.trace); it exits 1
   when the peak does not fit;
 - `python -m normgrow.cli export results/phases/KEY OUT [--teacher T] [--tokenizer TOK]` writes a phase's
   student as a directory that `transformers.AutoModelForCausalLM.from_pretrained(OUT)` loads
-  (normgrow.export; docs/workflow.md, Exporting a student); it exits 1, with one line, on a bad phase
+  (normgrow.model.export; docs/workflow.md, Exporting a student); it exits 1, with one line, on a bad phase
   directory, teacher or tokenizer, or an existing OUT."""
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import json
 import sys
 from pathlib import Path
 
-from normgrow import threads  # noqa: F401  (before torch: OpenMP's spin, normgrow.threads)
-from normgrow.launch import read_phase_arguments
-from normgrow.trainer import PhaseTask, Preempted, train_phases
+from normgrow.cluster.launch import read_phase_arguments
+from normgrow.train import threads  # noqa: F401  (before torch: OpenMP's spin, normgrow.train.threads)
+from normgrow.train.trainer import PhaseTask, Preempted, train_phases
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train-phase", help="train one phase of one run (or a group: --tasks)")
     what = train.add_mutually_exclusive_group(required=True)
-    what.add_argument("--spec", type=Path, help="phase spec and execution settings as JSON (normgrow.launch."
+    what.add_argument("--spec", type=Path, help="phase spec and execution settings as JSON (normgrow.cluster.launch."
                                                 "phase_arguments); with --out and --previous")
-    what.add_argument("--tasks", type=Path, help="phases that read one batch stream, as a JSON list of "
-                                                 "normgrow.trainer.PhaseTask, trained on one teacher forward per batch")
+    what.add_argument("--tasks", type=Path, help="phases that read one batch stream, as a JSON list of normgrow.train."
+                                                 "trainer.PhaseTask, trained on one teacher forward per batch")
     train.add_argument("--teacher", required=True, help="teacher hub id or local directory")
     train.add_argument("--teacher-revision", help="a hub teacher's revision (teacher.revision; default: the hub's "
                                                   "default branch)")
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     phases.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     phases.add_argument("--other-code", action="store_true",
                         help="print only the state.json of each finished phase (under the working directory's "
-                             "results/phases) trained by code other than this checkout's (normgrow.science_code)")
+                             "results/phases) trained by code other than this checkout's (normgrow.spec.science_code)")
     preflight = commands.add_parser("preflight", help="do the jobs' resources fit the cluster's nodes (sinfo)?")
     preflight.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     trace = commands.add_parser("trace", help="peak GPU memory of the training step and the one-GPU jobs, traced "
@@ -117,7 +117,7 @@ def read_configs(paths: list[Path]) -> dict:
     """Config files merged in order and validated, as the workflow sees them."""
     import yaml
 
-    from normgrow.config import merge, validate_config
+    from normgrow.spec.config import merge, validate_config
 
     config: dict = {}
     for path in paths:
@@ -126,11 +126,11 @@ def read_configs(paths: list[Path]) -> dict:
 
 
 def print_phases(args) -> int:
-    from normgrow.curriculum import PhaseTable
+    from normgrow.spec.curriculum import PhaseTable
 
     table = PhaseTable.from_config(read_configs(args.configs))
     if args.other_code:
-        from normgrow.science_code import digest, trained_by_other_code
+        from normgrow.spec.science_code import digest, trained_by_other_code
 
         current = digest()
         for key in table.specs:
@@ -148,7 +148,7 @@ def print_phases(args) -> int:
 
 
 def print_preflight(args) -> int:
-    from normgrow.preflight import check_resources, default_partition, parse_sinfo, run_sinfo
+    from normgrow.cluster.preflight import check_resources, default_partition, parse_sinfo, run_sinfo
 
     text = run_sinfo()
     problems = check_resources(read_configs(args.configs), parse_sinfo(text), default_partition(text))
@@ -169,7 +169,7 @@ def teacher_config(config: dict, override: str | None):
 
 
 def print_plan(args) -> int:
-    from normgrow.plan import format_plan, plan
+    from normgrow.cluster.plan import format_plan, plan
 
     config = read_configs(args.configs)
     result = plan(config, teacher_config(config, args.teacher_config), args.gpus, args.gpu_gb,
@@ -179,7 +179,7 @@ def print_plan(args) -> int:
 
 
 def print_export(args) -> int:
-    from normgrow.export import export_phase, workflow_sources
+    from normgrow.model.export import export_phase, workflow_sources
 
     built_teacher, built_tokenizer = workflow_sources(args.phase_dir)
     teacher = args.teacher or built_teacher
@@ -201,8 +201,8 @@ def print_export(args) -> int:
 
 
 def print_trace(args) -> int:
-    from normgrow.config import training_ranks
-    from normgrow.trace import format_trace, trace
+    from normgrow.cluster.trace import format_trace, trace
+    from normgrow.spec.config import training_ranks
 
     config = read_configs(args.configs)
     result = trace(config, teacher_config(config, args.teacher_config), args.gpus or training_ranks(config),

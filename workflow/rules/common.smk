@@ -1,10 +1,10 @@
 # Helpers shared by all rule files (config validation, the distinct phases, input functions).
-# Settings, one house convention: science (the schema's keys of kind `science`, normgrow.kinds)
+# Settings, one house convention: science (the schema's keys of kind `science`, normgrow.spec.kinds)
 # reaches a job through its params or inputs, so that changing it reruns the job; execution settings
 # (kind `execution`: threads, resources, train.state_every, train.loss_chunk, ...) are read by the job
 # from `snakemake.config`, so that changing them reruns nothing.
-from normgrow import science_code
-from normgrow.config import (
+from normgrow.spec import science_code
+from normgrow.spec.config import (
     built_runs,
     job_resources,
     launch_ranks,
@@ -12,14 +12,14 @@ from normgrow.config import (
     train_docs_required,
     validate_config,
 )
-from normgrow.curriculum import DOCUMENT_ORDER, TRAIN_SCIENCE, PhaseTable, run_checkpoints, run_phases
-from normgrow.kinds import without_execution
+from normgrow.spec.curriculum import DOCUMENT_ORDER, TRAIN_SCIENCE, PhaseTable, run_checkpoints, run_phases
+from normgrow.spec.kinds import without_execution
 
-validate_config(config)  # the schema is package data: normgrow/config.schema.yaml
+validate_config(config)  # the schema is package data: normgrow/spec/config.schema.yaml
 
 RUNS = built_runs(config)
 SEEDS = [str(s) for s in config["seeds"]]
-# Every distinct phase, trained once under results/phases/{key}/ (normgrow.curriculum).
+# Every distinct phase, trained once under results/phases/{key}/ (normgrow.spec.curriculum).
 PHASES = PhaseTable.from_config(config)
 PHASE_DIR = "results/phases/{key}"
 RUN_INDEX = "results/runs/{run}/seed{seed}/phases.json"

@@ -1,4 +1,4 @@
-# A run's final student as a transformers model directory (normgrow.export; docs/workflow.md,
+# A run's final student as a transformers model directory (normgrow.model.export; docs/workflow.md,
 # Exporting a student): `snakemake --cores 1 results/export/{run}/seed{seed}`. A target of its own,
 # not part of results/paper. The export reads the last phase's checkpoint and holds it once, on the
 # CPU: a one-process job sized like those that hold a model (resources.model).

@@ -46,7 +46,7 @@ rule check_teacher:
         "../scripts/check_teacher.py"
 
 
-# The teacher's massive activations on the diagnostic batch (normgrow.probe): per layer, max/median and
+# The teacher's massive activations on the diagnostic batch (normgrow.train.probe): per layer, max/median and
 # structural/regular token RMS and the attention on structural tokens; the report's preconditions.
 rule probe_teacher:
     input:

@@ -1,7 +1,7 @@
 """Train the byte-level BPE tokenizer on the training split, or take the teacher's tokenizer."""
 
-from normgrow.data import boundary_id, read_texts, train_tokenizer
-from normgrow.logs import job_log
+from normgrow.spec.logs import job_log
+from normgrow.train.data import boundary_id, read_texts, train_tokenizer
 
 with job_log(snakemake.log[0]):
     settings = snakemake.params.tokenizer

@@ -6,11 +6,11 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from normgrow.config import rank_batch_size
-from normgrow.data import TokenStore
-from normgrow.distributed import default_device
-from normgrow.logs import job_log
-from normgrow.teacher import check_teacher, load_teacher
+from normgrow.spec.config import rank_batch_size
+from normgrow.spec.logs import job_log
+from normgrow.train.data import TokenStore
+from normgrow.train.distributed import default_device
+from normgrow.train.teacher import check_teacher, load_teacher
 
 with job_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

@@ -4,9 +4,9 @@ read) and a manifest."""
 import json
 from pathlib import Path
 
-from normgrow.config import built_runs, train_docs_required
-from normgrow.data import load_corpus, split_corpus
-from normgrow.logs import job_log
+from normgrow.spec.config import built_runs, train_docs_required
+from normgrow.spec.logs import job_log
+from normgrow.train.data import load_corpus, split_corpus
 
 with job_log(snakemake.log[0]):
     data = snakemake.params.data

@@ -7,11 +7,11 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig
 
-from normgrow.checkpoint import student_from_checkpoint, write_json
-from normgrow.data import Batch, TokenStore, collate
-from normgrow.diagnostics import diagnose
-from normgrow.distributed import default_device
-from normgrow.logs import job_log
+from normgrow.spec.logs import job_log
+from normgrow.train.checkpoint import student_from_checkpoint, write_json
+from normgrow.train.data import Batch, TokenStore, collate
+from normgrow.train.diagnostics import diagnose
+from normgrow.train.distributed import default_device
 
 with job_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

@@ -1,11 +1,11 @@
 """Export a run's final student (the last phase of its curriculum) as a transformers model directory
-with the workflow's tokenizer (normgrow.export)."""
+with the workflow's tokenizer (normgrow.model.export)."""
 
 import json
 from pathlib import Path
 
-from normgrow.export import export_phase
-from normgrow.logs import job_log
+from normgrow.model.export import export_phase
+from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     teacher = snakemake.params.teacher

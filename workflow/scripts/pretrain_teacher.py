@@ -6,11 +6,12 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from normgrow.data import TokenStore
-from normgrow.distributed import default_device
-from normgrow.logs import job_log
-from normgrow.teacher import pretrain_teacher, save_teacher
-from normgrow.tracking import Tracker, Tracking
+from normgrow.spec.execution import Tracking
+from normgrow.spec.logs import job_log
+from normgrow.train.data import TokenStore
+from normgrow.train.distributed import default_device
+from normgrow.train.teacher import pretrain_teacher, save_teacher
+from normgrow.train.tracking import Tracker
 
 with job_log(snakemake.log[0]) as log:
     torch.set_num_threads(snakemake.threads)

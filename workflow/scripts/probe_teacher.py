@@ -1,4 +1,4 @@
-"""The teacher's massive activations on the fixed diagnostic batch (normgrow.probe), loaded as training
+"""The teacher's massive activations on the fixed diagnostic batch (normgrow.train.probe), loaded as training
 loads it but with eager attention (the probe reads attention weights)."""
 
 import json
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import torch
 
-from normgrow.data import TokenStore, fixed_batches
-from normgrow.distributed import default_device
-from normgrow.logs import job_log
-from normgrow.probe import massive_activations
-from normgrow.teacher import load_teacher
+from normgrow.spec.logs import job_log
+from normgrow.train.data import TokenStore, fixed_batches
+from normgrow.train.distributed import default_device
+from normgrow.train.probe import massive_activations
+from normgrow.train.teacher import load_teacher
 
 with job_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

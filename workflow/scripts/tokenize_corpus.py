@@ -6,8 +6,8 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from normgrow.data import boundary_id, read_texts, save_tokens, sha256_of, tokenize_corpus
-from normgrow.logs import job_log
+from normgrow.spec.logs import job_log
+from normgrow.train.data import boundary_id, read_texts, save_tokens, sha256_of, tokenize_corpus
 
 with job_log(snakemake.log[0]):
     data = snakemake.params.data

@@ -1,16 +1,16 @@
-"""The memory trace of the configuration's GPU jobs (normgrow.trace); the job fails if they do not fit."""
+"""The memory trace of the configuration's GPU jobs (normgrow.cluster.trace); the job fails if they do not fit."""
 
 import json
 from pathlib import Path
 
 from transformers import AutoConfig
 
-from normgrow.config import training_ranks
-from normgrow.logs import job_log
-from normgrow.trace import format_trace, trace
+from normgrow.cluster.trace import format_trace, trace
+from normgrow.spec.config import training_ranks
+from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
-    # science from the rule's params (normgrow.kinds), execution settings from the config
+    # science from the rule's params (normgrow.spec.kinds), execution settings from the config
     config, science = snakemake.config, snakemake.params
     config = {**config, "student": science.student, "objective": science.objective,
               "teacher": {**config["teacher"], "dtype": science.dtype}, "data": {**config["data"], **science.data},

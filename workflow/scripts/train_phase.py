@@ -1,17 +1,18 @@
 """Train one distinct phase, or a group of phases that read one batch stream on one teacher forward
-per batch (normgrow.launch.launch_phases: in this process or under torchrun); exit 143 after a
+per batch (normgrow.cluster.launch.launch_phases: in this process or under torchrun); exit 143 after a
 SIGTERM-saved state. Execution settings come from the config, not from params, so that changing
 them reruns nothing."""
 
 import sys
 from pathlib import Path
 
-from normgrow.config import launch_ranks
-from normgrow.curriculum import Execution, PhaseTable
-from normgrow.launch import launch_phases
-from normgrow.logs import job_log
-from normgrow.tracking import run_name
-from normgrow.trainer import PhaseTask
+from normgrow.cluster.launch import launch_phases
+from normgrow.spec.config import launch_ranks
+from normgrow.spec.curriculum import PhaseTable
+from normgrow.spec.execution import Execution
+from normgrow.spec.logs import job_log
+from normgrow.train.tracking import run_name
+from normgrow.train.trainer import PhaseTask
 
 with job_log(snakemake.log[0]) as log:
     table = PhaseTable.from_config(snakemake.config)

@@ -15,7 +15,7 @@ and whether the mechanism the paper names can show in it at all. Each has a thre
   mechanism is scale on structural tokens; a layout that cuts the boundary away leaves none;
 - kurtosis reachable: the Pearson kurtosis of n values is at most n − 2 + 1/(n − 1); held when that bound
   over the diagnostic batch's real tokens exceeds the paper's > 2,400 (Fig. A1), so the claim can be met;
-- massive activations in the teacher (normgrow.probe): the largest max/median token RMS over the
+- massive activations in the teacher (normgrow.train.probe): the largest max/median token RMS over the
   teacher's layers at least `MIN_MASSIVE` (a real 135M decoder, SmolLM2-135M, reaches 115–180× on its
   first token; docs/miniature.md). The paper does not report its teacher's; a student distilled from a
   teacher without any outlier has no scale to inherit at structural tokens.

@@ -29,7 +29,7 @@ from normgrow.paper.results import Results
 from normgrow.paper.roles import Role, by_role, has_role, run_roles
 from normgrow.paper.schematics import CAPTIONS, schematics
 from normgrow.paper.tables import build_tables, growth_operators, placements_with_roles
-from normgrow.science_code import PACKAGES, digest
+from normgrow.spec.science_code import PACKAGES, digest
 
 
 def read_metric(path: Path) -> pd.DataFrame:
@@ -116,9 +116,9 @@ def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Pa
 def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], teacher: dict, probe: dict,
                 data: dict, config: dict, versions: Path, code_digest: str | None = None) -> None:
     """Every table, figure and the report into `out`, from the collected `metrics`, the checkpoints'
-    `diagnostics`, the teacher check and probe (normgrow.probe), the token metadata, the science config
+    `diagnostics`, the teacher check and probe (normgrow.train.probe), the token metadata, the science config
     and rule `provenance`'s versions.tsv; `code_digest`: this checkout's science code
-    (normgrow.science_code.digest, computed here if not given), which the phases' code is compared with."""
+    (normgrow.spec.science_code.digest, computed here if not given), which the phases' code is compared with."""
     out.mkdir(parents=True, exist_ok=True)
     roles = run_roles(config)  # tables, claims and figures pick runs by role, not by name
     frames = {name: by_role(read_metric(path), roles) for name, path in metrics.items()}

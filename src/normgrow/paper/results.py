@@ -67,7 +67,7 @@ def collect_phases(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return evals, pd.DataFrame(phase_rows)
 
 
-# The code a phase records (normgrow.science_code.record, one per job that trained it), as columns.
+# The code a phase records (normgrow.spec.science_code.record, one per job that trained it), as columns.
 CODE_COLUMNS = {"code_digest": "digest", "code_torch": "torch", "code_transformers": "transformers"}
 UNRECORDED = "unrecorded"  # a phase trained before phases recorded their code
 

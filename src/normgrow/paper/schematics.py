@@ -2,9 +2,9 @@
 user's own placements and curricula are drawn as they run:
 
 - Fig. 1 (`fig1_placements`): for every placement the run builds, one decoder layer of each of its
-  layer kinds (Mix-LN has two) with each RMSNorm where normgrow.layout puts it relative to the
+  layer kinds (Mix-LN has two) with each RMSNorm where normgrow.model.layout puts it relative to the
   residual adds — the attention and the MLP sub-layer — and the model-boundary norm (entry or final);
-- Fig. 2 (`fig2_curricula`): every curriculum the run builds as phases × blocks (normgrow.curriculum):
+- Fig. 2 (`fig2_curricula`): every curriculum the run builds as phases × blocks (normgrow.spec.curriculum):
   which blocks each phase trains, keeps frozen or has not yet activated, the blocks it appends (with
   the growth operator unless random), its data policy and its budget.
 
@@ -23,11 +23,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Circle, FancyBboxPatch, Patch, Rectangle  # noqa: E402
 
-from normgrow.config import built_runs  # noqa: E402
-from normgrow.curriculum import Phase, run_phases  # noqa: E402
-from normgrow.layout import LAYOUTS, PLACEMENTS, SUBLAYERS, Layout, boundary, layer_kinds, residual_scale  # noqa: E402
+from normgrow.model.layout import LAYOUTS, PLACEMENTS, SUBLAYERS, Layout, boundary, layer_kinds, residual_scale  # noqa: E402
 from normgrow.paper.figures import save  # noqa: E402
 from normgrow.paper.roles import CURRICULUM_ROLES, curriculum_role  # noqa: E402
+from normgrow.spec.config import built_runs  # noqa: E402
+from normgrow.spec.curriculum import Phase, run_phases  # noqa: E402
 
 FONT = 8
 COLORS = {"norm": "#F5C46B", "attn": "#A9D3F0", "mlp": "#9FDCC4", "io": "#E6E6E6"}  # Okabe–Ito, lightened
@@ -96,7 +96,7 @@ class PhaseColumn:
 
 
 def curriculum_columns(config: dict, curriculum: str) -> list[PhaseColumn]:
-    """The phases of `curriculum` under this config's student and budgets (normgrow.curriculum)."""
+    """The phases of `curriculum` under this config's student and budgets (normgrow.spec.curriculum)."""
     run = next(r for r, spec in config["runs"].items() if spec["curriculum"] == curriculum)
     blocks, batch, length = config["student"]["blocks"], config["train"]["batch_size"], config["data"]["max_length"]
     return [PhaseColumn(p.index, block_states(p, blocks), p.appended,
@@ -195,7 +195,7 @@ def _placement_panel(ax, x: float, y: float, placement: str, blocks: int, layers
 
 
 def _equations(placement: str, blocks: int) -> list[str]:
-    """Each layer kind's two updates (normgrow.layout.Layout.equation), prefixed by its blocks where
+    """Each layer kind's two updates (normgrow.model.layout.Layout.equation), prefixed by its blocks where
     the placement has more than one kind."""
     groups = layer_groups(placement, blocks)
     lines = []
@@ -321,11 +321,11 @@ CAPTIONS = {
     "fig1_placements": "Figure 1 (paper Fig. 1) — where each RMSNorm sits relative to the residual adds in one "
                        "decoder layer of every placement this run builds (Mix-LN: one layer per kind, with its "
                        "blocks), and the model-boundary norm (entry: on the embedding output; final: after the last "
-                       "active layer); beneath each, its updates. Drawn from normgrow.layout",
+                       "active layer); beneath each, its updates. Drawn from normgrow.model.layout",
     "fig2_curricula": "Figure 2 (paper Fig. 2) — every curriculum this run builds, phases left to right and blocks "
                       "bottom to top: the blocks each phase trains, keeps frozen or leaves inactive, the blocks it "
                       "appends (with the growth operator unless random), its budget and the data iterator's "
-                      "policy at its start. Drawn from the resolved curricula (normgrow.curriculum)",
+                      "policy at its start. Drawn from the resolved curricula (normgrow.spec.curriculum)",
 }
 
 

@@ -12,7 +12,7 @@ Each effect is summarised per scale by its mean over seeds with a 95% Student-t 
 paper's side of each effect is Δ_joint ≈ 0, Δ_grow < 0, interaction < 0), and drawn against the
 study's axis (`AXES`):
 
-- student parameters: the student's parameters, embedding and head included (normgrow.plan);
+- student parameters: the student's parameters, embedding and head included (normgrow.cluster.plan);
 - tokens per parameter: the unique tokens a grow run reads ÷ the student's parameters, the mean
   over the scale's grow runs and seeds (the regime property of normgrow.paper.regime).
 """

@@ -159,7 +159,7 @@ def table2(r: Results, ref: dict) -> Table:
     t = Table("table2", "Table 2: single-block control, phase 0 of grow (↓)",
               note="KD (soft CE) = −Σ q_teacher·log q_student = KL + H(teacher), the paper-comparable column: the "
                    f"paper's KD ({paper['kd']:.4f}) exceeds its CE ({paper['ce']:.4f}), which only a soft "
-                   "cross-entropy can. KL is the term the objective weights (normgrow.objective).")
+                   "cross-entropy can. KL is the term the objective weights (normgrow.train.objective).")
     for placement, label in (("pre", "Pre"), ("post", "Post")):
         for metric, column, paper in (("ce", "CE", "ce"), ("kd_soft", "KD (soft CE)", "kd"), ("kd", "KL", None),
                                       ("ppl", "PPL", "ppl")):
@@ -303,7 +303,7 @@ def tableA4(r: Results, ref: dict) -> Table:
 
 
 # RMSNorm weights per decoder layer besides the q/k norms every placement has (2·head_dim), from the
-# layer classes of normgrow.placement (a test counts them on the modules)
+# layer classes of normgrow.model.placement (a test counts them on the modules)
 NORM_WEIGHTS = {"pre": "2·H", "post": "2·H", "sandwich": "4·H", "deepnorm": "2·H", "hybridnorm": "H + head_dim",
                 "mix-ln": "2·H"}
 
@@ -346,7 +346,7 @@ def final_checkpoints(frame: pd.DataFrame) -> pd.DataFrame:
 def tableP2(r: Results, ref: dict) -> Table:
     """The grow run of every diagnosed placement at its final checkpoint: the per-token RMS (mean
     over all real tokens) at every block boundary and the block-removal ΔCE of every block
-    (normgrow.diagnostics), per placement."""
+    (normgrow.train.diagnostics), per placement."""
     if r.rms.empty or r.removal.empty:
         raise NotBuilt("no boundary diagnostics (diagnostics.runs)")
     rms = final_checkpoints(r.rms[r.rms["tokens"] == "all"])
@@ -367,7 +367,7 @@ def tableP2(r: Results, ref: dict) -> Table:
 
 
 def growth_operators(r: Results) -> list[str]:
-    """The growth operators (normgrow.curriculum.Growth.label) under which both pre- and post-norm
+    """The growth operators (normgrow.spec.curriculum.Growth.label) under which both pre- and post-norm
     grow runs were built, the paper's (random) first."""
     found = {role.operator for role in map(Role.parse, r.runs) if role is not None and role.curriculum == "grow"}
     both = [op for op in sorted(found) if all(r.has(str(Role(p, "grow", op))) for p in ("pre", "post"))]

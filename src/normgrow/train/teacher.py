@@ -11,12 +11,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from normgrow.data import DataState, DocumentIterator, TokenStore, fixed_batches
-from normgrow.distributed import default_device
-from normgrow.evaluate import causal_lm_ce
-from normgrow.forward import causal_lm_logits, positions_and_labels
-from normgrow.schedule import lr_at
-from normgrow.tracking import Tracker
+from normgrow.spec.schedule import lr_at
+from normgrow.train.data import DataState, DocumentIterator, TokenStore, fixed_batches
+from normgrow.train.distributed import default_device
+from normgrow.train.evaluate import causal_lm_ce
+from normgrow.train.forward import causal_lm_logits, positions_and_labels
+from normgrow.train.tracking import Tracker
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -36,7 +36,7 @@ def load_teacher(name_or_path: str, dtype: str = "float32", attn_implementation:
 def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed: int, log=None,
                      tracker: Tracker | None = None):
     """Train a fresh Qwen3ForCausalLM with next-token CE (on the GPU if there is one), logging each
-    update to `tracker` (normgrow.tracking); returns the model."""
+    update to `tracker` (normgrow.train.tracking); returns the model."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
@@ -108,7 +108,7 @@ def check_teacher(teacher, tokenizer, train: TokenStore, valid: TokenStore, pad_
         "num_key_value_heads": config.num_key_value_heads,
         "head_dim": getattr(config, "head_dim", None),
         "intermediate_size": config.intermediate_size,
-        "attention_bias": bool(getattr(config, "attention_bias", False)),  # for normgrow.plan's exact counts
+        "attention_bias": bool(getattr(config, "attention_bias", False)),  # for normgrow.cluster.plan's exact counts
         "mlp_bias": bool(getattr(config, "mlp_bias", False)),
         "vocab_size": config.vocab_size,
         "tokenizer_size": len(tokenizer),

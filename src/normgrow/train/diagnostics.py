@@ -21,8 +21,8 @@ import math
 
 import torch
 
-from normgrow.data import Batch
-from normgrow.forward import at_positions, positions_and_labels
+from normgrow.train.data import Batch
+from normgrow.train.forward import at_positions, positions_and_labels
 
 
 def per_token_rms(h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

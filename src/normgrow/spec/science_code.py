@@ -1,8 +1,8 @@
 """Which code trained a phase: a digest of the package's science code and the versions of torch and
-transformers, recorded in every phase's state.json (normgrow.trainer) and compared by the report
+transformers, recorded in every phase's state.json (normgrow.train.trainer) and compared by the report
 (normgrow.paper.report, Provenance) with the checkout that builds it.
 
-A phase's key (normgrow.curriculum.PhaseSpec.key) hashes its spec, not its code, and Snakemake's code
+A phase's key (normgrow.spec.curriculum.PhaseSpec.key) hashes its spec, not its code, and Snakemake's code
 trigger sees the rule scripts, not this package: after a fix to the trainer or the objective every
 finished phase is reused as it is. The digest does not enter the key (any edit would retrain
 everything); it records, so that the report can say when its phases come from other code, and the
@@ -23,33 +23,34 @@ from pathlib import Path
 # every normgrow module a training job imports (workflow/scripts/train_phase.py, transitively) is here
 # or in EXECUTION_ONLY.
 PHASE_MODULES = (
-    "trainer",       # the phase loop: updates, evaluation schedule, counters, outputs
-    "objective",     # KD + CE
-    "forward",       # the fused KD + CE forward, positions and labels
-    "evaluate",      # the validation metrics
-    "schedule",      # warm-up + cosine
-    "curriculum",    # phases: active and trainable blocks, data policies, growth operators, lr restarts
-    "data",          # the document iterator, batches, the fixed validation batches
-    "student",       # the block-stack student, its initialisation, growth
-    "placement",     # each placement's layer classes
-    "layout",        # each placement's norms around the residual adds (the registry placement reads)
-    "family",        # the teacher's decoder classes the student is built from
-    "teacher",       # loading the teacher (and pretraining the embedded one)
-    "checkpoint",    # the weights a phase writes and the next one reads
-    "resume",        # resume states: what a resumed phase continues from
-    "distributed",   # FSDP2 sharding, the ranks' rows, reductions
+    "train.trainer",        # the phase loop: updates, evaluation schedule, counters, outputs
+    "train.objective",      # KD + CE
+    "train.forward",        # the fused KD + CE forward, positions and labels
+    "train.evaluate",       # the validation metrics
+    "spec.schedule",        # warm-up + cosine
+    "spec.curriculum",      # phases: active and trainable blocks, data policies, growth operators, lr restarts
+    "train.data",           # the document iterator, batches, the fixed validation batches
+    "model.student",        # the block-stack student, its initialisation, growth
+    "model.placement",      # each placement's layer classes
+    "model.layout",         # each placement's norms around the residual adds (the registry placement reads)
+    "model.family",         # the teacher's decoder classes the student is built from
+    "train.teacher",        # loading the teacher (and pretraining the embedded one)
+    "train.checkpoint",     # the weights a phase writes and the next one reads
+    "train.resume",         # resume states: what a resumed phase continues from
+    "train.distributed",    # FSDP2 sharding, the ranks' rows, reductions
 )
 
 # Modules a training job imports that cannot change a phase's numbers: how it runs, not what it computes.
 EXECUTION_ONLY = {
-    "tracking": "live curves sent to accelerate's trackers",
-    "faults": "the tests' fault-injection hooks (inactive unless an environment variable sets them)",
-    "kinds": "which config keys are science or execution: decides the keys, not the numbers",
-    "config": "validation and defaults: what it fills in is in the phase's spec, hence in its key",
-    "launch": "starting the ranks (torchrun, srun)",
+    "train.tracking": "live curves sent to accelerate's trackers",
+    "train.faults": "the tests' fault-injection hooks (inactive unless an environment variable sets them)",
+    "spec.kinds": "which config keys are science or execution: decides the keys, not the numbers",
+    "spec.config": "validation and defaults: what it fills in is in the phase's spec, hence in its key",
+    "cluster.launch": "starting the ranks (torchrun, srun)",
     "cli": "the ranks' entry point under torchrun: argument parsing",
-    "logs": "job logs",
-    "threads": "OpenMP's spin, set before torch is imported",
+    "spec.logs": "job logs",
+    "train.threads": "OpenMP's spin, set before torch is imported",
+    "spec.execution": "the execution settings as typed values (threads, state saves, tracking, ...)",
 }
 
 # The software beside the code whose versions a phase records.
@@ -60,12 +61,13 @@ UNRECORDED = {"digest": "unrecorded", **dict.fromkeys(PACKAGES, "unrecorded")}
 
 
 def digest(root: Path | None = None, modules: tuple[str, ...] = PHASE_MODULES) -> str:
-    """SHA-256 (first DIGEST_LENGTH hex digits) of the source of `modules` under `root` (default: this
-    package's directory), each with its name: any edit to one of them, a comment included, changes it."""
-    root = Path(__file__).resolve().parent if root is None else Path(root)
+    """SHA-256 (first DIGEST_LENGTH hex digits) of the source of `modules` (names under the package,
+    `train.trainer`) under `root` (default: the normgrow package's directory), each with its name: any
+    edit to one of them, a comment included, changes it."""
+    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
     sha = hashlib.sha256()
     for name in sorted(modules):
-        sha.update(name.encode() + b"\0" + (root / f"{name}.py").read_bytes() + b"\0")
+        sha.update(name.encode() + b"\0" + (root / f"{name.replace('.', '/')}.py").read_bytes() + b"\0")
     return sha.hexdigest()[:DIGEST_LENGTH]
 
 

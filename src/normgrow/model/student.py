@@ -3,7 +3,8 @@
 K blocks × L decoder layers of one placement, between a frozen copy of the teacher's embedding and
 a trainable copy of its LM head, with one model-boundary RMSNorm initialised from the teacher's
 final norm. `active_blocks` selects how many blocks the forward pass runs (curriculum growth);
-inactive blocks keep their weights untouched.
+inactive blocks keep their weights untouched. This is the one definition of the stack's forward:
+training runs it, and the exported model (normgrow.model.modeling_normgrow) wraps it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from transformers.masking_utils import create_causal_mask
 
-from normgrow.family import family
-from normgrow.placement import boundary, layer_classes
+from normgrow.model.family import family
+from normgrow.model.placement import boundary, layer_classes
 
 
 def student_config(teacher_config, num_layers: int, attn_implementation: str = "sdpa"):
-    """A config of the teacher's class (normgrow.family) for `num_layers` student layers with the
+    """A config of the teacher's class (normgrow.model.family) for `num_layers` student layers with the
     teacher's layer dimensions.
 
     The attention implementation is always set explicitly: a config without one makes
@@ -56,17 +57,23 @@ ZEROED_OUTPUTS = ("self_attn.o_proj.weight", "mlp.down_proj.weight")  # the zero
 class BlockStackStudent(nn.Module):
     """Embedding → [N_entry] → K blocks of L layers (first `active_blocks` run) → [N_final] → head."""
 
-    def __init__(self, config, placement: str, num_blocks: int, layers_per_block: int):
+    def __init__(self, config, placement: str, num_blocks: int, layers_per_block: int,
+                 built_blocks: int | None = None):
+        """`built_blocks`: build only the first blocks (default all K; the export builds the active
+        ones); the layers' kinds and DeepNorm's depth are those of the K-block student either way."""
         super().__init__()
-        if config.num_hidden_layers != num_blocks * layers_per_block:
-            raise ValueError("config.num_hidden_layers must equal num_blocks * layers_per_block")
+        built = num_blocks if built_blocks is None else built_blocks
+        if not 1 <= built <= num_blocks:
+            raise ValueError(f"built_blocks must be in 1..{num_blocks}, not {built}")
+        if config.num_hidden_layers != built * layers_per_block:
+            raise ValueError("config.num_hidden_layers must equal the built blocks × layers_per_block")
         if config._attn_implementation is None:
             raise ValueError("set config._attn_implementation explicitly (see student_config)")
         self.config = config
         self.placement = placement
         self.num_blocks = num_blocks
         self.layers_per_block = layers_per_block
-        self.active_blocks = num_blocks
+        self.active_blocks = built
         self.activation_checkpointing = False
         self.gate: tuple[int, float] | None = None  # (first gated block, c): the ramp operator's mix
         classes = layer_classes(placement, num_blocks)
@@ -76,7 +83,7 @@ class BlockStackStudent(nn.Module):
         self.embed_tokens.weight.requires_grad_(False)
         self.blocks = nn.ModuleList(
             nn.ModuleList(classes[b](config, b * layers_per_block + i, depth) for i in range(layers_per_block))
-            for b in range(num_blocks)
+            for b in range(built)
         )
         self.family = family(config)
         self.boundary_norm = self.family.norm(config.hidden_size, eps=config.rms_norm_eps)
@@ -105,7 +112,7 @@ class BlockStackStudent(nn.Module):
                 layer.scale_init_()
 
     def start_appended(self, blocks: tuple[int, ...], growth) -> None:
-        """Apply `growth`'s operator (normgrow.curriculum.Growth) to the appended `blocks` at the
+        """Apply `growth`'s operator (normgrow.spec.curriculum.Growth) to the appended `blocks` at the
         append step: `copy` (and `zero` from a copy) loads the block before into each, in order;
         `zero` then zeroes each layer's attention output and MLP down projections. `random` and
         `ramp` change no weight (the ramp is the forward's `gate`)."""

@@ -9,9 +9,10 @@ that `AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` 
   family's own decoder layer, final norm, untied head; `PreNormLayer` is the family's DecoderLayer
   under other norm names), so it is written as the family's own class (Qwen3ForCausalLM,
   LlamaForCausalLM, ...), which loads without remote code;
-- every other placement is written as `NormgrowForCausalLM` (normgrow.modeling_normgrow), whose code
-  is copied into the directory with the package modules it imports (placement, family, ...) and
-  loads with `trust_remote_code=True` where normgrow is not installed.
+- every other placement is written as `NormgrowForCausalLM` (normgrow.model.modeling_normgrow: the
+  training code's BlockStackStudent and its head), whose code is copied into the directory with the
+  modules of normgrow.model it imports (student, placement, layout, family) and loads with
+  `trust_remote_code=True` where normgrow is not installed.
 
 The checkpoint records neither K nor L: they are read from its parameter names (`blocks.b.i.*`) and
 checked against state.json's active layers.
@@ -28,15 +29,15 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from normgrow.placement import layer_classes
-from normgrow.student import BlockStackStudent, student_config
+from normgrow.model.placement import layer_classes
+from normgrow.model.student import BlockStackStudent, student_config
 
 BLOCK = re.compile(r"blocks\.(\d+)\.(\d+)\.")
 # The remote code of a non-pre-norm export: these package modules and the package modules they import,
 # copied as they are but for their imports of normgrow, which become relative (transformers loads the
 # directory as one package).
 REMOTE_ROOTS = ("configuration_normgrow", "modeling_normgrow")
-RELATIVE_IMPORT = re.compile(r"^from (?:normgrow)?\.(\w+) import", flags=re.MULTILINE)
+RELATIVE_IMPORT = re.compile(r"^from normgrow\.model\.(\w+) import", flags=re.MULTILINE)
 # PreNormLayer's norms under the family decoder layer's names.
 PRE_NORM_NAMES = {"attn_layernorm": "input_layernorm", "mlp_layernorm": "post_attention_layernorm"}
 
@@ -56,7 +57,7 @@ def read_phase(phase_dir: Path) -> dict:
         raise ValueError(f"{state_path}: not JSON ({error})") from None
     if not isinstance(state, dict) or not isinstance(state.get("placement"), str) \
             or not isinstance(state.get("active_blocks"), int):
-        raise ValueError(f"{state_path}: not a phase state (normgrow.trainer writes one per phase, with "
+        raise ValueError(f"{state_path}: not a phase state (normgrow.train.trainer writes one per phase, with "
                          "`placement` and `active_blocks`)")
     try:
         layer_classes(state["placement"], 1)
@@ -90,7 +91,7 @@ def load_teacher_config(teacher, revision: str | None = None):
 
 
 def export_config(teacher_config, layers: int):
-    """The family config of `layers` exported layers: the student's (normgrow.student.student_config),
+    """The family config of `layers` exported layers: the student's (normgrow.model.student.student_config),
     with an untied head (the student trains its own), no sliding window (the student's causal mask
     spans the whole sequence, whatever the teacher's config says), and none of the settings
     student_config adds that the family's config class does not declare (transformers loads a Mistral
@@ -151,8 +152,8 @@ def build_export(phase: dict, teacher_config):
     pre-norm student, NormgrowForCausalLM otherwise."""
     from transformers import AutoModelForCausalLM
 
-    from normgrow.configuration_normgrow import NormgrowConfig
-    from normgrow.modeling_normgrow import NormgrowForCausalLM
+    from normgrow.model.configuration_normgrow import NormgrowConfig
+    from normgrow.model.modeling_normgrow import NormgrowForCausalLM
 
     L, active = phase["layers_per_block"], phase["active_blocks"]
     family_config = export_config(teacher_config, active * L)
@@ -171,6 +172,7 @@ def build_export(phase: dict, teacher_config):
             bos_token_id=family_config.bos_token_id, eos_token_id=family_config.eos_token_id,
             auto_map={"AutoConfig": "configuration_normgrow.NormgrowConfig",
                       "AutoModelForCausalLM": "modeling_normgrow.NormgrowForCausalLM"})
+        tensors = {f"{NormgrowForCausalLM.base_model_prefix}.{name}": tensor for name, tensor in tensors.items()}
         with torch.device("meta"):
             model = NormgrowForCausalLM(config)
     model.load_state_dict(tensors, strict=True, assign=True)

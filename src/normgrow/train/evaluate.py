@@ -1,7 +1,7 @@
 """Held-out evaluation on the fixed validation set.
 
 CE, KD, KD soft: token-weighted means over all loss positions of the validation set (every position
-whose next token is real), with the objective's definitions (normgrow.objective); PPL = exp(CE).
+whose next token is real), with the objective's definitions (normgrow.train.objective); PPL = exp(CE).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from normgrow.data import Batch
-from normgrow.forward import causal_lm_hidden, distillation_terms, positions_and_labels, teacher_hidden_states
-from normgrow.objective import Objective, loss_positions
+from normgrow.train.data import Batch
+from normgrow.train.forward import causal_lm_hidden, distillation_terms, positions_and_labels, teacher_hidden_states
+from normgrow.train.objective import Objective, loss_positions
 
 
 @torch.no_grad()

@@ -27,37 +27,12 @@ import hashlib
 import resource
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import torch
 import yaml
 
-if TYPE_CHECKING:  # torch stays out of the DAG's imports (normgrow.curriculum imports Tracking)
-    import torch
-
-
-@dataclass(frozen=True)
-class Tracking:
-    """The config's `tracking` section, and the name of the tracked run (set by the job)."""
-
-    log_with: tuple[str, ...] = ()  # none: tracking off
-    dir: str = ""
-    project: str = ""
-    init_kwargs: dict = field(default_factory=dict)
-    name: str = ""
-
-    @classmethod
-    def from_config(cls, config: dict, name: str = "") -> Tracking:
-        """From a validated config's `tracking` section (the schema's defaults filled in); off without one."""
-        if "tracking" not in config:
-            return cls(name=name)
-        section = config["tracking"]
-        return cls(tuple(section["log_with"]), section["dir"], section["project"], dict(section["init_kwargs"]), name)
-
-    @classmethod
-    def from_json(cls, data: dict) -> Tracking:
-        return cls(**{**data, "log_with": tuple(data["log_with"])})
+from normgrow.spec.execution import Tracking
 
 
 def run_name(label: str) -> str:
@@ -82,8 +57,6 @@ def flatten(values: dict, prefix: str = "") -> dict:
 def peak_memory_mb(device: torch.device) -> float:
     """Peak memory of this process so far: allocated CUDA memory on a GPU, the resident set on a CPU."""
     if device.type == "cuda":
-        import torch
-
         return torch.cuda.max_memory_allocated(device) / 2**20
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20

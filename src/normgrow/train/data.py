@@ -16,7 +16,7 @@ epoch 0's permutation, numbers past the shard are the training split's own. A ru
 [0, high_water) and no others (epoch 0 in order, `fresh` from the high-water mark on), which makes
 unique-token accounting exact.
 
-Phase data policies (normgrow.curriculum.phase_start_state) set the iterator at phase start:
+Phase data policies (normgrow.spec.curriculum.phase_start_state) set the iterator at phase start:
 `continue` keeps it where the previous phase left it, `reset` rewinds it to the start of the shard,
 `fresh` switches to `stream` mode at the first document not yet read in this run (past the shard
 once the shard has been read).
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from normgrow.curriculum import DataState
+from normgrow.spec.curriculum import DataState
 
 
 # ---------------------------------------------------------------- corpus and splits

@@ -1,5 +1,5 @@
 """How a training job starts — one phase, or a group of phases on one teacher forward per batch
-(normgrow.trainer.train_phases) — in the job's own process, or under torchrun.
+(normgrow.train.trainer.train_phases) — in the job's own process, or under torchrun.
 
 - one rank on one node: `train_phases` in this process (a world of one; the embedded default, one GPU);
 - several ranks on one node: `torchrun --standalone --nproc_per_node R`;
@@ -22,8 +22,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from normgrow.curriculum import Execution, PhaseSpec
-from normgrow.trainer import PhaseTask, Preempted, train_phases
+from normgrow.spec.curriculum import PhaseSpec
+from normgrow.spec.execution import Execution
+from normgrow.train.trainer import PhaseTask, Preempted, train_phases
 
 RENDEZVOUS_PORT = 29500
 

@@ -1,5 +1,5 @@
 """The validated config: schema (with defaults), the checks a JSON schema cannot express, and
-what jobs ask a cluster for. Phases and their identity are in normgrow.curriculum.
+what jobs ask a cluster for. Phases and their identity are in normgrow.spec.curriculum.
 
 Imports neither torch nor transformers (the DAG is built from it).
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from normgrow.curriculum import DataState, run_phases, shard_docs, snapshot_steps
-from normgrow.kinds import SCHEMA, without_execution
+from normgrow.spec.curriculum import DataState, run_phases, shard_docs, snapshot_steps
+from normgrow.spec.kinds import SCHEMA, without_execution
 
 
 class ConfigError(ValueError):
@@ -111,13 +111,13 @@ def train_docs_required(config: dict, runs: list[str] | None = None) -> int:
 
 def science_config(config: dict) -> dict:
     """The config without its execution settings (the schema's keys of kind `execution`,
-    normgrow.kinds), its keys sorted: a rule's params, and what a report records, so that changing
+    normgrow.spec.kinds), its keys sorted: a rule's params, and what a report records, so that changing
     how jobs run rebuilds nothing."""
     return json.loads(json.dumps(without_execution(config), sort_keys=True))  # `--config` reorders keys
 
 
 def check_growth(phase: dict, where: str, appends: bool, steps: int, snapshots: int) -> None:
-    """A phase's growth operator (normgrow.curriculum.Growth): only where the phase appends blocks,
+    """A phase's growth operator (normgrow.spec.curriculum.Growth): only where the phase appends blocks,
     `from` only for zero, `steps` for a ramp and only there, a ramp no longer than the phase."""
     growth = phase.get("growth")
     if growth is None or growth["operator"] == "random":
@@ -230,7 +230,7 @@ def check_revisions(config: dict) -> None:
 
 
 def launch_ranks(config: dict) -> dict[str, int]:
-    """Training processes per node (default: one per GPU, 1 on CPU) and nodes (normgrow.launch)."""
+    """Training processes per node (default: one per GPU, 1 on CPU) and nodes (normgrow.cluster.launch)."""
     train = config["resources"]["train"]
     return {"ranks_per_node": train["ranks_per_node"] or max(train["gpus"], 1), "nodes": train["nodes"]}
 
@@ -252,11 +252,11 @@ def job_resources(config: dict, group: str, students: int = 1) -> dict:
 
     A training job of several `students` (a group on one teacher forward per batch) asks for
     `students` times the memory and run time of one phase: an upper bound (the teacher and the
-    batches are shared; the trace measures the GPU memory, normgrow.trace).
+    batches are shared; the trace measures the GPU memory, normgrow.cluster.trace).
 
     One node: `gpu` (sbatch --gpus) and `cpus_per_gpu`. Several nodes: an `mpi="srun"` job of one
     task per node with `gres=gpu:N` per node — the plugin then does not wrap the job in srun and
-    normgrow.launch starts torchrun on every node itself. A training job asks SLURM for SIGTERM
+    normgrow.cluster.launch starts torchrun on every node itself. A training job asks SLURM for SIGTERM
     `warning_seconds` before its time limit (`--signal=TERM@N`; its processes save a state on SIGTERM)."""
     spec = config["resources"][group]
     resources = {"mem_mb": spec["mem_mb"] * students, "runtime": spec["runtime"] * students}

@@ -32,7 +32,7 @@ students step one after the other on the same batch:
     every projection and norm, RMSNorm's fp32 intermediates, SwiGLU's gate/up/product and their
     gradients. Without, every layer keeps C × tokens × (16·H + 5·I) (the same, less the gradients),
     and backward's temporaries stay within what it frees.
-The coefficients were measured by the memory trace (normgrow.trace): `python -m normgrow.cli trace
+The coefficients were measured by the memory trace (normgrow.cluster.trace): `python -m normgrow.cli trace
 config.yaml configs/paper.yaml` prints the plan beside the traced peak; docs/cluster.md has the
 comparison at several shapes.
 Tokens per phase are an upper bound: steps × batch × max length (documents are usually shorter).
@@ -45,7 +45,7 @@ WRITE_GB_PER_S = 1.0  # an assumed file system rate, for the resume state's save
 
 
 def layer_parameters(c) -> int:
-    """One decoder layer of the teacher's family (normgrow.family): q/k/v/o projections, SwiGLU MLP,
+    """One decoder layer of the teacher's family (normgrow.model.family): q/k/v/o projections, SwiGLU MLP,
     two RMSNorms; Qwen3's per-head q/k RMSNorms; biases where the family has them (Qwen2's q/k/v
     always; `attention_bias` on q/k/v/o and Llama's `mlp_bias` where the config sets them)."""
     h, i = c.hidden_size, c.intermediate_size
@@ -96,7 +96,7 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
     else:  # every layer's activations saved; backward's temporaries stay within them
         saved, recomputed = compute * tokens * (16 * h + 5 * i) * layers, 0
     chunk = min(t["loss_chunk"], positions)
-    # one fp32 process keeps the plain module: nothing is gathered (normgrow.distributed.shard_student)
+    # one fp32 process keeps the plain module: nothing is gathered (normgrow.train.distributed.shard_student)
     gathered = 0 if gpus == 1 and compute == 4 else compute * (counts["embedding"] + counts["head"] + h
                                                                  + 2 * layer_parameters(teacher_config))
     stages = {
@@ -124,7 +124,7 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
             "gpus": gpus, "gpu_gb": gpu_gb, "students": students, "fits": total <= 0.9 * gpu_gb * GB,
             "micro_batch_tokens": tokens, "tokens_per_phase_max": t["phase_steps"] * t["batch_size"]
             * config["data"]["max_length"], "naive_logits_gb": 4 * tokens * v / GB,
-            # a resume state (normgrow.resume): fp32 weights (the frozen embedding too) and AdamW's two moments
+            # a resume state (normgrow.train.resume): fp32 weights (the frozen embedding too) and AdamW's two moments
             "resume_state_gb": students * (4 * counts["total"] + 8 * counts["trainable"]) / GB,
             "warning_seconds": config["resources"]["train"]["warning_seconds"]}
 

@@ -23,7 +23,7 @@ def save_student(student: torch.nn.Module, path: Path) -> None:
     """The student's full, unsharded weights as one safetensors file that loads in a single process.
 
     For a sharded (FSDP2) student this is a collective: every rank calls it, rank 0 writes."""
-    from normgrow.distributed import full_state_dict, is_main_process
+    from normgrow.train.distributed import full_state_dict, is_main_process
 
     tensors = {k: v.contiguous() for k, v in full_state_dict(student).items()}
     def write(tmp):
@@ -71,7 +71,7 @@ def read_json(path: Path) -> dict:
 
 def student_from_checkpoint(path: Path, teacher_config, placement: str, student: dict, active_blocks: int):
     """A student rebuilt from the teacher's config (no teacher weights) and a saved checkpoint."""
-    from normgrow.student import BlockStackStudent, student_config
+    from normgrow.model.student import BlockStackStudent, student_config
 
     layers = student["blocks"] * student["layers_per_block"]
     model = BlockStackStudent(student_config(teacher_config, layers, student["attn_implementation"]),

@@ -1,5 +1,5 @@
 """`NormgrowConfig`: the `transformers` config of an exported block-stack student of any placement
-(normgrow.export; the remote code that `AutoConfig.from_pretrained(dir, trust_remote_code=True)` runs).
+(normgrow.model.export; the remote code that `AutoConfig.from_pretrained(dir, trust_remote_code=True)` runs).
 
 This file is copied as it is into every non-pre-norm export directory, where it must stand alone: it
 imports only `transformers`. The student's layer dimensions are those of a config of the teacher's
@@ -13,7 +13,7 @@ from transformers import AutoConfig, PreTrainedConfig
 
 
 class NormgrowConfig(PreTrainedConfig):
-    """An exported student: `placement` (a normgrow.placement name, e.g. "post" or "mix-ln@2"),
+    """An exported student: `placement` (a normgrow.model.placement name, e.g. "post" or "mix-ln@2"),
     `blocks` (K) × `layers_per_block` (L) trained, the first `active_blocks` exported; `layers_config`
     the family config's fields (with `model_type`) for the active layers. K is kept because DeepNorm's α
     depends on the trained depth K·L, not on the exported one."""

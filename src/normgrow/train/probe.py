@@ -5,10 +5,10 @@ and §Boundary-Scale Diagnostics measure the same concentration in the pre-norm 
 
 On one batch, real tokens only, for each decoder layer ℓ = 1..T with output h_ℓ (the residual
 stream leaving layer ℓ, before any final norm):
-- max/median token RMS: the largest per-token RMS (normgrow.diagnostics.per_token_rms) over the
+- max/median token RMS: the largest per-token RMS (normgrow.train.diagnostics.per_token_rms) over the
   batch ÷ the median one;
 - structural/regular RMS: the mean per-token RMS of the structural tokens
-  (normgrow.diagnostics.structural_mask: special ids and the first position) ÷ that of the others;
+  (normgrow.train.diagnostics.structural_mask: special ids and the first position) ÷ that of the others;
 - attention on structural tokens: for each head and each real query position q > 0, the attention
   weight summed over the structural key positions ≤ q; the mean over heads, queries and documents
   (eager attention: the probe loads or runs the model with `attn_implementation="eager"`).
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from normgrow.data import Batch
-from normgrow.diagnostics import per_token_rms, structural_mask
+from normgrow.train.data import Batch
+from normgrow.train.diagnostics import per_token_rms, structural_mask
 
 
 def _first(output):

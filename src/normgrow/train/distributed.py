@@ -29,7 +29,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
-from normgrow.data import Batch
+from normgrow.train.data import Batch
 
 PRECISIONS = {"float32": None, "bfloat16": torch.bfloat16}
 

@@ -19,14 +19,14 @@ continues from the newest verified one when rerun; SIGTERM (preemption) saves a 
 with `Preempted`; a non-finite loss or gradient stops the phase without touching the saved states;
 the declared outputs are written only at the end, each atomically.
 
-Groups: phases that read the same batch stream (normgrow.curriculum.stream_key: same seed, data
+Groups: phases that read the same batch stream (normgrow.spec.curriculum.stream_key: same seed, data
 history, batch size, budget and teacher) can train side by side in one job (`train_phases`): each
 batch's teacher forward runs once and every student steps on it, each with its own optimizer,
 schedule, RNG states, resume states and outputs, so that a student's outputs are bit-identical
 whether its phase trains alone or in a group (a phase alone is a group of one: one code path).
 
 One update is `training_step`, which the benchmark (benchmarks/distill_step.py) and the memory
-trace (normgrow.trace) call too. Tests inject faults through `normgrow.faults`.
+trace (normgrow.cluster.trace) call too. Tests inject faults through `normgrow.train.faults`.
 """
 
 from __future__ import annotations
@@ -47,19 +47,20 @@ import torch
 from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
-from normgrow import science_code
-from normgrow.checkpoint import atomic_write, load_student, read_json, save_student, write_json
-from normgrow.curriculum import DataState, Execution, PhaseSpec, Training, snapshot_steps, stream_key
-from normgrow.data import Batch, DocumentIterator, TokenStore, fixed_batches
-from normgrow.distributed import Ranks, process_group, shard_student
-from normgrow.evaluate import evaluate_students
-from normgrow.faults import Faults
-from normgrow.forward import distillation_terms, positions_and_labels, teacher_hidden_states
-from normgrow.objective import Objective, loss_positions
-from normgrow.resume import ResumeStore, rng_state, seed_all, set_rng_state
-from normgrow.student import BlockStackStudent
-from normgrow.teacher import load_teacher
-from normgrow.tracking import Tracker
+from normgrow.model.student import BlockStackStudent
+from normgrow.spec import science_code
+from normgrow.spec.curriculum import DataState, PhaseSpec, Training, snapshot_steps, stream_key
+from normgrow.spec.execution import Execution
+from normgrow.train.checkpoint import atomic_write, load_student, read_json, save_student, write_json
+from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
+from normgrow.train.distributed import Ranks, process_group, shard_student
+from normgrow.train.evaluate import evaluate_students
+from normgrow.train.faults import Faults
+from normgrow.train.forward import distillation_terms, positions_and_labels, teacher_hidden_states
+from normgrow.train.objective import Objective, loss_positions
+from normgrow.train.resume import ResumeStore, rng_state, seed_all, set_rng_state
+from normgrow.train.teacher import load_teacher
+from normgrow.train.tracking import Tracker
 
 COUNTERS = ("tokens", "unique_tokens", "active_layer_tokens", "steps")
 
@@ -131,8 +132,8 @@ def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens
     """Train the phase `spec` (the last of its phases) from the previous phase's outputs in
     `previous`; write student.safetensors, state.json, train.csv, eval.csv and snapshots/ under
     `out`. Resumes from `out/resume/` if a verified state of the same spec is there. Runs in this
-    process, or on every rank of a torchrun launch (normgrow.launch), with the student sharded by
-    FSDP2 (normgrow.distributed). `teacher_revision`: a hub teacher's revision (teacher.revision).
+    process, or on every rank of a torchrun launch (normgrow.cluster.launch), with the student sharded by
+    FSDP2 (normgrow.train.distributed). `teacher_revision`: a hub teacher's revision (teacher.revision).
     Returns the state."""
     return train_phases([PhaseTask(spec, execution, previous, Path(out))], teacher_path, tokens_dir, log,
                         teacher_revision)[0]
@@ -155,7 +156,7 @@ def train_phases(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, lo
 
 
 def check_group(tasks: list[PhaseTask]) -> None:
-    """A group's phases read one batch stream (normgrow.curriculum.stream_key), are distinct, and share
+    """A group's phases read one batch stream (normgrow.spec.curriculum.stream_key), are distinct, and share
     the execution settings every student of one loop follows."""
     if not tasks:
         raise ValueError("a group needs at least one phase")
@@ -174,7 +175,7 @@ def shares_teacher_forward(students: int) -> bool:
     """Whether an update of `students` runs the teacher once before their steps and hands each its hidden
     states (a group: they stay in memory through every student's backward), or inside the one student's
     step, which frees them before its backward (a phase alone). `GroupTrainer.step` and the memory trace
-    (normgrow.trace) both ask here."""
+    (normgrow.cluster.trace) both ask here."""
     return students > 1
 
 
@@ -182,14 +183,14 @@ def shares_teacher_forward(students: int) -> bool:
 class TrainState:
     """What a phase in progress has done besides its weights and optimizer: the updates made, where
     the document iterator stands, the token counters and the metric rows so far. A resume state
-    stores it as JSON (normgrow.resume), so that loading one runs no code."""
+    stores it as JSON (normgrow.train.resume), so that loading one runs no code."""
 
     step: int
     data: DataState
     counters: dict[str, int]
     train_rows: list[dict] = field(default_factory=list)
     eval_rows: list[dict] = field(default_factory=list)
-    code: list[dict] = field(default_factory=list)  # normgrow.science_code.record of each job that trained it
+    code: list[dict] = field(default_factory=list)  # normgrow.spec.science_code.record of each job that trained it
 
     def trained_by(self, code: dict) -> None:
         """Count `code` among the code that trained this phase (a job resumed under other code adds it)."""

@@ -1,11 +1,11 @@
 """Normalization placements: the one thing that differs between the compared students.
 
 Every placement's layer holds the sub-modules of a `transformers` decoder layer of the teacher's
-family (normgrow.family; for Qwen3: attention with q/k RMSNorm, RoPE and GQA, SwiGLU MLP,
+family (normgrow.model.family; for Qwen3: attention with q/k RMSNorm, RoPE and GQA, SwiGLU MLP,
 RMSNorms) under the same parameter names, and adds its
 own norms under names ending in `norm.weight`; so one seed initialises every placement to identical
 weights wherever the parameters coincide (norms start as the identity and draw nothing:
-normgrow.student). Only the data flow differs (N_* are RMSNorms; Attn and MLP the family's):
+normgrow.model.student). Only the data flow differs (N_* are RMSNorms; Attn and MLP the family's):
 
     pre       h = h + Attn(N_a(h));  h = h + MLP(N_m(h))                                   [final]
     post      h = N_a(h + Attn(h));  h = N_m(h + MLP(h))                                   [entry]
@@ -21,7 +21,7 @@ its layers normalise their outputs, but the first receives the raw embedding). E
 what its paper prescribes; see each class. N is the student's total decoder layers (K·L).
 
 The registry (names, each block's layer kind, the boundary norm) and where each layer kind puts its
-norms are torch-free data in normgrow.layout; LAYERS maps each layer kind to its class here.
+norms are torch-free data in normgrow.model.layout; LAYERS maps each layer kind to its class here.
 """
 
 from __future__ import annotations
@@ -29,16 +29,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from normgrow.family import family
-from normgrow.layout import PATTERN as PATTERN  # re-exported: the registry's names, as before
-from normgrow.layout import PLACEMENTS as PLACEMENTS
-from normgrow.layout import boundary as boundary
-from normgrow.layout import layer_kinds, residual_scale
+from normgrow.model.family import family
+from normgrow.model.layout import PATTERN as PATTERN  # re-exported: the registry's names, as before
+from normgrow.model.layout import PLACEMENTS as PLACEMENTS
+from normgrow.model.layout import boundary as boundary
+from normgrow.model.layout import layer_kinds, residual_scale
 
 
 class _Layer(nn.Module):
     """Sub-modules shared by every placement; subclasses define the data flow (as their layout in
-    normgrow.layout.LAYOUTS describes it)."""
+    normgrow.model.layout.LAYOUTS describes it)."""
 
     def __init__(self, config, layer_idx: int, depth: int):
         super().__init__()
@@ -151,6 +151,6 @@ LAYERS: dict[str, type[_Layer]] = {"pre": PreNormLayer, "post": PostNormLayer, "
 
 
 def layer_classes(placement: str, blocks: int) -> list[type[_Layer]]:
-    """The layer class of each of `blocks` blocks under `placement` (normgrow.layout.layer_kinds:
+    """The layer class of each of `blocks` blocks under `placement` (normgrow.model.layout.layer_kinds:
     a clear error for unknown names)."""
     return [LAYERS[kind] for kind in layer_kinds(placement, blocks)]

@@ -48,10 +48,10 @@ from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed.tensor import DTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from normgrow.curriculum import Training
-from normgrow.data import Batch
-from normgrow.distributed import Ranks, shard_student
-from normgrow.objective import Objective
+from normgrow.spec.curriculum import Training
+from normgrow.train.data import Batch
+from normgrow.train.distributed import Ranks, shard_student
+from normgrow.train.objective import Objective
 
 GiB = 2**30
 
@@ -118,7 +118,7 @@ def fake_teacher(teacher_config, dtype: str, attn_implementation: str):
     """The teacher as `load_teacher` builds it, from its config alone (call under FakeTensorMode)."""
     from transformers import AutoModelForCausalLM
 
-    from normgrow.teacher import DTYPES
+    from normgrow.train.teacher import DTYPES
 
     teacher = AutoModelForCausalLM.from_config(teacher_config, dtype=DTYPES[dtype],
                                                attn_implementation=attn_implementation)
@@ -128,7 +128,7 @@ def fake_teacher(teacher_config, dtype: str, attn_implementation: str):
 def full_batch(rows: int, tokens: int, vocab_size: int) -> tuple[Batch, tuple[torch.Tensor, torch.Tensor]]:
     """`rows` documents of `tokens` real tokens (the longest batch) and its loss targets, as real
     tensors (made before fake mode: the targets' count is read from the data)."""
-    from normgrow.forward import positions_and_labels
+    from normgrow.train.forward import positions_and_labels
 
     generator = torch.Generator().manual_seed(0)
     batch = Batch(torch.randint(0, vocab_size, (rows, tokens), generator=generator),
@@ -166,9 +166,9 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
     """Peak memory of rank 0 over two updates of a group of `students` (see the module docstring)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from normgrow.forward import teacher_hidden_states
-    from normgrow.student import BlockStackStudent
-    from normgrow.trainer import backward_step, build_optimizer, optimizer_step, shares_teacher_forward
+    from normgrow.model.student import BlockStackStudent
+    from normgrow.train.forward import teacher_hidden_states
+    from normgrow.train.trainer import backward_step, build_optimizer, optimizer_step, shares_teacher_forward
 
     s, t = config["student"], config["train"]
     training = Training.from_config(t)
@@ -217,9 +217,9 @@ def trace_one_gpu(config: dict, teacher_config, rows: int) -> dict:
     diagnostics' forward (diag_docs × diag_max_length, the fp32 student), each on one device."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from normgrow.diagnostics import next_token_ce
-    from normgrow.evaluate import causal_lm_ce_sum
-    from normgrow.student import BlockStackStudent
+    from normgrow.model.student import BlockStackStudent
+    from normgrow.train.diagnostics import next_token_ce
+    from normgrow.train.evaluate import causal_lm_ce_sum
 
     s, d = config["student"], config["data"]
     check_batch, check_targets = full_batch(rows, d["max_length"], teacher_config.vocab_size)
@@ -253,7 +253,7 @@ def trace(config: dict, teacher_config, gpus: int, gpu_gb: float, rows: int | No
     beside them, and (with `search`) the largest per-rank batch whose traced peak fits in 90% of
     `gpu_gb` GB (the plan's margin: the CUDA context, NCCL's buffers and allocator fragmentation are
     not traced); with `search_students`, the largest group that fits at `rows`."""
-    from normgrow.plan import plan
+    from normgrow.cluster.plan import plan
 
     tokens = config["data"]["max_length"]
     rows = rows or max(1, config["train"]["batch_size"] // gpus)

@@ -3,14 +3,14 @@ loss or a metric.
 
 Loss positions are flat indices into a batch's B·T positions ((B, T) order), not a boolean mask:
 selecting rows by index gives a result whose shape is known before the data is read, so the same
-code runs on real tensors and under a fake-tensor trace (normgrow.trace)."""
+code runs on real tensors and under a fake-tensor trace (normgrow.cluster.trace)."""
 
 from __future__ import annotations
 
 import torch
 
-from normgrow.data import Batch
-from normgrow.objective import loss_positions, next_token_labels
+from normgrow.train.data import Batch
+from normgrow.train.objective import loss_positions, next_token_labels
 
 
 def positions_and_labels(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,7 +55,7 @@ def distillation_terms(student, teacher, batch: Batch, objective, chunk: int, no
     The loss runs inside the student's forward (`loss=`), where a sharded student's head is
     gathered. Terms are means over the batch's loss positions, or sums divided by `normalizer`.
     `targets` are the batch's `positions_and_labels`, if already computed."""
-    from normgrow.objective import fused_objective
+    from normgrow.train.objective import fused_objective
 
     positions, labels = targets if targets is not None else positions_and_labels(batch)
     if teacher_hidden is None:

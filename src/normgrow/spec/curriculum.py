@@ -14,7 +14,7 @@ workflow trains each distinct phase once (under `results/phases/{key}/`). Each p
 normalised — by the blocks it trains rather than its `trainable` word (`newest` of one active
 block is `all`), and with `reset` at phase 0 read as `continue` (both start at document 0).
 
-Execution settings (the config schema's keys of kind `execution`, normgrow.kinds: `Execution`
+Execution settings (the config schema's keys of kind `execution`, normgrow.spec.kinds: `Execution`
 holds those a phase job reads — threads, `train.state_every`, `train.loss_chunk`, `train.compile`,
 `train.activation_checkpointing` — and ranks and resources decide where it runs) and the snapshots
 kept for the diagnostics are not part of the key: changing them retrains nothing, and resume states
@@ -29,15 +29,13 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 
-from normgrow.kinds import keys_of, without_execution
-from normgrow.schedule import lr_at
-from normgrow.tracking import Tracking
+from normgrow.spec.kinds import keys_of, without_execution
+from normgrow.spec.schedule import lr_at
 
-# train.* keys that change a phase's result, and those that do not (how it runs): their kinds in the schema
+# train.* keys that change a phase's result (their kind in the schema; those that do not: normgrow.spec.execution)
 TRAIN_SCIENCE = keys_of(("train",), "science")
-TRAIN_EXECUTION = keys_of(("train",), "execution")
 KEY_LENGTH = 16  # hex digits of SHA-256 in a phase key
-# The document iterator's order (normgrow.data), part of every phase key and of the teacher's
+# The document iterator's order (normgrow.train.data), part of every phase key and of the teacher's
 # pretraining parameters, so that results read in another order are never taken for these.
 DOCUMENT_ORDER = "every epoch of the shard permuted by (seed, epoch)"
 
@@ -46,7 +44,7 @@ DOCUMENT_ORDER = "every epoch of the shard permuted by (seed, epoch)"
 @dataclass(frozen=True)
 class DataState:
     """Where a run's document iterator stands: mode (`shard` or `stream`), next position,
-    documents read so far (normgrow.data.DocumentIterator reads from it)."""
+    documents read so far (normgrow.train.data.DocumentIterator reads from it)."""
 
     mode: str = "shard"
     position: int = 0
@@ -271,7 +269,7 @@ def stream_key(spec: PhaseSpec) -> str:
     them: the seed, the shard, the batch size, the evaluation interval, the teacher, data and
     tokenizer, and each phase's data policy and budget up to this one. Phases with equal stream
     keys (e.g. pre- and post-norm of one run and seed, or joint and grow's first phase) may train
-    side by side on one teacher forward per batch (normgrow.trainer.train_phases)."""
+    side by side on one teacher forward per batch (normgrow.train.trainer.train_phases)."""
     identity = {"seed": spec.seed, "shard_docs": spec.shard_docs, "batch_size": spec.training.batch_size,
                 "eval_every": spec.training.eval_every, "teacher_dtype": spec.teacher_dtype,
                 "attn_implementation": spec.student["attn_implementation"], "upstream": spec.upstream,
@@ -302,32 +300,6 @@ def canonical_numbers(value):
     if isinstance(value, list | tuple):
         return [canonical_numbers(v) for v in value]
     return value
-
-
-@dataclass(frozen=True)
-class Execution:
-    """How a phase runs and what it keeps besides its result; none of it changes the phase's
-    weights or metrics, so none of it is in the key. `snapshots`: intermediate checkpoints kept for
-    the diagnostics (0: only the final one); `tracking`: where the live curves go (normgrow.tracking)."""
-
-    threads: int
-    state_every: int
-    loss_chunk: int
-    compile: bool
-    activation_checkpointing: bool
-    snapshots: int = 0
-    tracking: Tracking = Tracking()
-
-    @classmethod
-    def from_config(cls, config: dict, snapshots: int = 0, tracked_as: str = "") -> Execution:
-        """From a validated config (the schema's defaults filled in); `tracked_as`: the tracked run's name."""
-        return cls(threads=config["threads"], snapshots=snapshots, tracking=Tracking.from_config(config, tracked_as),
-                   **{k: config["train"][k] for k in TRAIN_EXECUTION})
-
-    @classmethod
-    def from_json(cls, data: dict) -> Execution:
-        """From `dataclasses.asdict` of one (normgrow.launch.phase_arguments)."""
-        return cls(**{**data, "tracking": Tracking.from_json(data["tracking"])})
 
 
 def shard_docs(config: dict) -> int:

@@ -1,0 +1,63 @@
+"""How a phase runs, as typed values: `Execution` (threads, resume states, the fused loss's chunk,
+compilation, activation checkpointing, the snapshots kept, live tracking) and `Tracking` (the config's
+`tracking` section). None of it changes a phase's weights or metrics, so none of it is in a phase's
+key (normgrow.spec.curriculum); the schema marks these keys `execution` (normgrow.spec.kinds).
+Imports neither torch nor transformers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from normgrow.spec.kinds import keys_of
+
+TRAIN_EXECUTION = keys_of(("train",), "execution")  # train.* keys of kind execution in the schema
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """The config's `tracking` section, and the name of the tracked run (set by the job)."""
+
+    log_with: tuple[str, ...] = ()  # none: tracking off
+    dir: str = ""
+    project: str = ""
+    init_kwargs: dict = field(default_factory=dict)
+    name: str = ""
+
+    @classmethod
+    def from_config(cls, config: dict, name: str = "") -> Tracking:
+        """From a validated config's `tracking` section (the schema's defaults filled in); off without one."""
+        if "tracking" not in config:
+            return cls(name=name)
+        section = config["tracking"]
+        return cls(tuple(section["log_with"]), section["dir"], section["project"], dict(section["init_kwargs"]), name)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Tracking:
+        return cls(**{**data, "log_with": tuple(data["log_with"])})
+
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a phase runs and what it keeps besides its result; none of it changes the phase's
+    weights or metrics, so none of it is in the key. `snapshots`: intermediate checkpoints kept for
+    the diagnostics (0: only the final one); `tracking`: where the live curves go (normgrow.train.tracking)."""
+
+    threads: int
+    state_every: int
+    loss_chunk: int
+    compile: bool
+    activation_checkpointing: bool
+    snapshots: int = 0
+    tracking: Tracking = Tracking()
+
+    @classmethod
+    def from_config(cls, config: dict, snapshots: int = 0, tracked_as: str = "") -> Execution:
+        """From a validated config (the schema's defaults filled in); `tracked_as`: the tracked run's name."""
+        return cls(threads=config["threads"], snapshots=snapshots, tracking=Tracking.from_config(config, tracked_as),
+                   **{k: config["train"][k] for k in TRAIN_EXECUTION})
+
+    @classmethod
+    def from_json(cls, data: dict) -> Execution:
+        """From `dataclasses.asdict` of one (normgrow.cluster.launch.phase_arguments)."""
+        return cls(**{**data, "tracking": Tracking.from_json(data["tracking"])})
