@@ -32,7 +32,7 @@ wildcard_constraints:
     run="|".join(re.escape(run) for run in RUNS),
     seed=r"\d+",
     phase=r"\d+",
-    key=r"[0-9a-f]{16}",
+    key=KEY_PATTERN,
 
 
 # Cheap rules run on the submitting host, also under a cluster executor (profile slurm/).

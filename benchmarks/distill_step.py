@@ -15,7 +15,7 @@ For each shape it runs, each in a fresh subprocess (so peak memory is its own):
 - `ours`: the trainer's step (normgrow.train.trainer) in a world of one — the student as the trainer
   prepares it (normgrow.train.distributed.shard_student: FSDP2 in bf16, the plain module in fp32) with
   the config's activation checkpointing, the teacher once under inference mode, KD +
-  CE chunked over positions and fused with both LM heads (normgrow.train.forward.distillation_terms),
+  CE chunked over positions and fused with both LM heads (normgrow.train.forward.Distillation.terms),
   backward, clipping, fused AdamW;
 - `ours-compiled` (on request): `ours` with `train.compile`, every decoder layer compiled (the
   compile happens in the warm-up step, which is not timed);
@@ -237,6 +237,7 @@ def full_step(s: dict, variant: str, ranks):
 
     from normgrow.spec.curriculum import Training
     from normgrow.train.distributed import shard_student
+    from normgrow.train.forward import Distillation, LossInputs
     from normgrow.train.objective import Objective, loss_positions
     from normgrow.train.trainer import build_optimizer, training_step
 
@@ -262,8 +263,8 @@ def full_step(s: dict, variant: str, ranks):
 
     def step():
         if variant.startswith("ours"):
-            training_step(student, teacher, optimizer, batch, objective, OPTIMIZER["grad_clip"], s["loss_chunk"],
-                          ranks.world, normalizer)
+            training_step(student, optimizer, Distillation(teacher, objective, s["loss_chunk"], ranks.world),
+                          LossInputs.of(batch, normalizer), OPTIMIZER["grad_clip"])
         else:
             naive_terms(student, teacher, batch, objective, s["precision"])["total"].backward()
             torch.nn.utils.clip_grad_norm_(params, OPTIMIZER["grad_clip"])

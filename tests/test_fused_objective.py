@@ -47,9 +47,9 @@ def test_no_gradient_is_formed_under_no_grad(monkeypatch):
     buffers = []
     chunk_terms = module._chunk_terms
 
-    def recording(*args):
-        buffers.append((args[10], args[11]))  # grad_hidden, grad_weight
-        return chunk_terms(*args)
+    def recording(*args, **kwargs):
+        buffers.append((kwargs["grad_hidden"], kwargs["grad_weight"]))
+        return chunk_terms(*args, **kwargs)
 
     monkeypatch.setattr(module, "_chunk_terms", recording)
     hidden, weight = torch.randn(9, 4, requires_grad=True), torch.randn(11, 4, requires_grad=True)

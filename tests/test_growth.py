@@ -209,18 +209,20 @@ def three_blocks_phase0(workspace):
 def first_updates_of_phase1(workspace, phase0, monkeypatch, growth: dict, check, updates: int) -> None:
     """Phase 1 of the 3-block run with `growth`, trained through the trainer from `phase0`: `check(t, student,
     rows)` sees the student as update t computes its loss, for the first `updates` updates; then the phase stops."""
-    from normgrow.train import trainer
+    from normgrow.train.forward import Distillation
 
-    terms, seen = trainer.distillation_terms, []
+    terms, seen = Distillation.terms, []
 
-    def hooked(student, teacher, rows, *args, **kwargs):
+    def hooked(self, student, inputs):
+        if not torch.is_grad_enabled():  # an evaluation, not an update
+            return terms(self, student, inputs)
         seen.append(len(seen) + 1)
-        check(seen[-1], student, rows)
+        check(seen[-1], student, inputs.rows)
         if len(seen) == updates:
             raise Seen
-        return terms(student, teacher, rows, *args, **kwargs)
+        return terms(self, student, inputs)
 
-    monkeypatch.setattr(trainer, "distillation_terms", hooked)
+    monkeypatch.setattr(Distillation, "terms", hooked)
     with pytest.raises(Seen):
         train_grown(workspace, three_block_config(growth), 1, workspace["root"] / f"phase1-{growth['operator']}",
                     previous=phase0)

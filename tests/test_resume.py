@@ -196,15 +196,18 @@ def test_resume_restores_the_random_number_generators(setup, monkeypatch):
 
     from normgrow.cluster.launch import read_phase_arguments
     from normgrow.train import trainer
+    from normgrow.train.forward import Distillation
 
     draws: list[tuple] = []
-    terms = trainer.distillation_terms
+    terms = Distillation.terms
 
     def with_draws(*args, **kwargs):
+        if not torch.is_grad_enabled():  # an evaluation, not an update
+            return terms(*args, **kwargs)
         draws.append((float(torch.rand(1)), float(np.random.rand()), random.random()))
         return terms(*args, **kwargs)
 
-    monkeypatch.setattr(trainer, "distillation_terms", with_draws)
+    monkeypatch.setattr(Distillation, "terms", with_draws)
     spec, execution = read_phase_arguments(setup["spec"])
     root = setup["root"]
 

@@ -251,7 +251,7 @@ def test_a_phase_alone_frees_the_teachers_hidden_states_before_backward(workspac
 
     assert not trainer.shares_teacher_forward(1) and trainer.shares_teacher_forward(2)
     made, checked = [], []
-    hidden_states, terms = forward.teacher_hidden_states, trainer.distillation_terms
+    hidden_states, terms = forward.teacher_hidden_states, forward.Distillation.terms
 
     def recorded(*args, **kwargs):
         out = hidden_states(*args, **kwargs)
@@ -259,14 +259,15 @@ def test_a_phase_alone_frees_the_teachers_hidden_states_before_backward(workspac
         return out
 
     def forward_then_check(*args, **kwargs):
+        if not torch.is_grad_enabled():  # an evaluation, not an update
+            return terms(*args, **kwargs)
         terms(*args, **kwargs)  # the student's forward and loss; backward follows
         gc.collect()
         checked.append([ref() is None for ref in made])
         raise Seen
 
-    for module in (forward, trainer):
-        monkeypatch.setattr(module, "teacher_hidden_states", recorded)
-    monkeypatch.setattr(trainer, "distillation_terms", forward_then_check)
+    monkeypatch.setattr(forward, "teacher_hidden_states", recorded)
+    monkeypatch.setattr(forward.Distillation, "terms", forward_then_check)
     with pytest.raises(Seen):
         run_all(workspace, "alone-teacher")
     assert checked == [[True]]

@@ -12,7 +12,14 @@ from normgrow.spec.config import (
     train_docs_required,
     validate_config,
 )
-from normgrow.spec.curriculum import DOCUMENT_ORDER, TRAIN_SCIENCE, PhaseTable, run_checkpoints, run_phases
+from normgrow.spec.curriculum import (
+    DOCUMENT_ORDER,
+    KEY_LENGTH,
+    TRAIN_SCIENCE,
+    PhaseTable,
+    run_checkpoints,
+    run_phases,
+)
 from normgrow.spec.kinds import without_execution
 
 validate_config(config)  # the schema is package data: normgrow/spec/config.schema.yaml
@@ -22,6 +29,7 @@ SEEDS = [str(s) for s in config["seeds"]]
 # Every distinct phase, trained once under results/phases/{key}/ (normgrow.spec.curriculum).
 PHASES = PhaseTable.from_config(config)
 PHASE_DIR = "results/phases/{key}"
+KEY_PATTERN = f"[0-9a-f]{{{KEY_LENGTH}}}"  # a phase key (normgrow.spec.curriculum.PhaseSpec.key)
 RUN_INDEX = "results/runs/{run}/seed{seed}/phases.json"
 
 
@@ -60,22 +68,27 @@ GROUPS = PHASES.groups(config["resources"]["train"]["group_size"])
 GROUPED = [key for group in GROUPS for key in group.keys]
 
 
+# A phase's declared outputs by name (snapshots: a directory); its resume states and the ranks' arguments
+# are the job's own state, not outputs (normgrow.spec.execution.JOB_STATE).
+PHASE_FILES = {"student": "student.safetensors", "state": "state.json", "train": "train.csv", "eval": "eval.csv"}
+
+
 def phase_outputs(key):
-    """A phase's declared outputs (its snapshots: a directory)."""
+    """A phase's declared outputs, by name: PHASE_FILES and its snapshots directory."""
     folder = PHASE_DIR.format(key=key)
-    return [f"{folder}/student.safetensors", f"{folder}/state.json", f"{folder}/train.csv", f"{folder}/eval.csv",
-            directory(f"{folder}/snapshots")]
+    return {**{name: f"{folder}/{file}" for name, file in PHASE_FILES.items()},
+            "snapshots": directory(f"{folder}/snapshots")}
 
 
 def previous_files(key):
-    """The outputs of the phase a phase starts from (none at phase 0)."""
+    """What a phase reads of the phase it starts from: its weights and state (none at phase 0)."""
     previous = PHASES.specs[key].previous
-    return [] if previous is None else phase_outputs(previous.key)[:2]
+    return [] if previous is None else [phase_outputs(previous.key)[name] for name in ("student", "state")]
 
 
-def run_phase_files(wildcards, name="state.json"):
-    """The `name` file of every phase of one run and seed, in phase order."""
-    return [f"{PHASE_DIR.format(key=key)}/{name}" for key in PHASES.runs[(wildcards.run, int(wildcards.seed))]]
+def run_phase_files(wildcards, name="state"):
+    """The output `name` (of PHASE_FILES) of every phase of one run and seed, in phase order."""
+    return [phase_outputs(key)[name] for key in PHASES.runs[(wildcards.run, int(wildcards.seed))]]
 
 
 def run_index_entries(wildcards):
@@ -91,9 +104,9 @@ def run_indexes():
     return [RUN_INDEX.format(run=run, seed=seed) for run in RUNS for seed in SEEDS]
 
 
-def all_phase_outputs(name="state.json"):
-    """The `name` file of every distinct phase."""
-    return [f"{PHASE_DIR.format(key=key)}/{name}" for key in PHASES.specs]
+def all_phase_outputs(name="state"):
+    """The output `name` (of PHASE_FILES) of every distinct phase."""
+    return [phase_outputs(key)[name] for key in PHASES.specs]
 
 
 def phase_checkpoint_steps(wildcards):

@@ -4,7 +4,7 @@
 # CPU: a one-process job sized like those that hold a model (resources.model).
 rule export_student:
     input:
-        student=lambda wildcards: run_phase_files(wildcards, "student.safetensors")[-1],
+        student=lambda wildcards: run_phase_files(wildcards, "student")[-1],
         state=lambda wildcards: run_phase_files(wildcards)[-1],
         teacher=teacher_input(),
         tokenizer="results/data/tokenizer",

@@ -1,9 +1,9 @@
 rule collect_metrics:
     input:
         indexes=run_indexes(),
-        states=all_phase_outputs("state.json"),
-        train_logs=all_phase_outputs("train.csv"),
-        eval_logs=all_phase_outputs("eval.csv"),
+        states=all_phase_outputs("state"),
+        train_logs=all_phase_outputs("train"),
+        eval_logs=all_phase_outputs("eval"),
         diagnostics=all_diagnostics(),
     output:
         evals="results/metrics/evals.csv",

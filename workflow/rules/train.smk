@@ -13,14 +13,10 @@ rule train_phase:
         teacher_check="results/teacher/check.json",
         tokens="results/data/tokens",
     output:
-        student="results/phases/{key}/student.safetensors",
-        state="results/phases/{key}/state.json",
-        train="results/phases/{key}/train.csv",
-        eval="results/phases/{key}/eval.csv",
-        snapshots=directory("results/phases/{key}/snapshots"),
+        **phase_outputs("{key}"),
     wildcard_constraints:
         # a grouped phase is made by its group's rule
-        key=f"(?!{'|'.join(GROUPED)})[0-9a-f]{{16}}" if GROUPED else "[0-9a-f]{16}",
+        key=f"(?!{'|'.join(GROUPED)}){KEY_PATTERN}" if GROUPED else KEY_PATTERN,
     params:
         phases=lambda wildcards: [wildcards.key],
         snapshots=lambda wildcards: PHASES.snapshots[wildcards.key],  # tracked: a rerun trigger
@@ -51,7 +47,7 @@ for group in GROUPS:
             teacher_check="results/teacher/check.json",
             tokens="results/data/tokens",
         output:
-            [path for key in group.keys for path in phase_outputs(key)],
+            [path for key in group.keys for path in phase_outputs(key).values()],
         params:
             phases=list(group.keys),
             snapshots=[PHASES.snapshots[key] for key in group.keys],  # tracked: a rerun trigger

@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from normgrow.spec.curriculum import PhaseSpec
-from normgrow.spec.execution import Execution
+from normgrow.spec.execution import TASKS_FILE, Execution
 from normgrow.train.trainer import PhaseTask, Preempted, train_phases
 
 RENDEZVOUS_PORT = 29500
@@ -70,7 +70,7 @@ def launch_phases(tasks: list[PhaseTask], teacher: str, tokens: Path, log, ranks
         return 0
     out = tasks[0].out
     out.mkdir(parents=True, exist_ok=True)
-    spec_path = out / ".tasks.json"
+    spec_path = out / TASKS_FILE
     spec_path.write_text(json.dumps([task.to_json() for task in tasks]))
     args = ["--tasks", str(spec_path), "--teacher", str(teacher), "--tokens", str(tokens)]
     if teacher_revision is not None:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import time
 import weakref
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
@@ -167,13 +167,13 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from normgrow.model.student import BlockStackStudent
-    from normgrow.train.forward import teacher_hidden_states
+    from normgrow.train.forward import Distillation, LossInputs, teacher_hidden_states
     from normgrow.train.trainer import backward_step, build_optimizer, optimizer_step, shares_teacher_forward
 
     s, t = config["student"], config["train"]
     training = Training.from_config(t)
-    rows, targets = full_batch(shape.rows, shape.tokens, teacher_config.vocab_size)
-    normalizer = len(targets[1]) * shape.gpus  # the global batch: every rank holds rows like these
+    rows, (positions, labels) = full_batch(shape.rows, shape.tokens, teacher_config.vocab_size)
+    inputs = LossInputs(rows, positions, labels, len(labels) * shape.gpus)  # the global batch: every rank's rows alike
     largest = PeakMemory()
     start = time.time()
     with fake_world(shape.gpus) as (ranks, mesh), FakeTensorMode(allow_non_fake_inputs=True):
@@ -187,19 +187,18 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
             student.train()
             shard_student(student, ranks, training.precision, mesh)
             group.append((student, build_optimizer(student, training)))
-        objective = Objective(**config["objective"])
+        distillation = Distillation(teacher, Objective(**config["objective"]), t["loss_chunk"], ranks.world)
         tracker = GroupMemTracker([student for student, _ in group], [optimizer for _, optimizer in group])
 
         def update(tracked: bool) -> list[dict[str, float]]:
             """One update of the group, as `GroupTrainer.step` makes it; `tracked`: each student's forward
             and backward (the first's with the teacher forward) under the tracker, and their peaks."""
-            peaks, teacher_hidden = [], None
+            peaks, update_inputs = [], inputs
             for student, optimizer in group:
                 with tracker if tracked else nullcontext(), largest if tracked else nullcontext():
-                    if teacher_hidden is None and shares_teacher_forward(students):
-                        teacher_hidden = teacher_hidden_states(teacher, rows, targets[0])
-                    backward_step(student, teacher, rows, objective, t["loss_chunk"], ranks.world, normalizer,
-                                  targets, teacher_hidden=teacher_hidden)
+                    if update_inputs.teacher_hidden is None and shares_teacher_forward(students):
+                        update_inputs = replace(inputs, teacher_hidden=teacher_hidden_states(teacher, rows, positions))
+                    backward_step(student, distillation, update_inputs)
                 if tracked:
                     peaks.append(snapshot(tracker))
                 optimizer_step(optimizer, training.grad_clip)  # outside the tracker (see the module docstring)

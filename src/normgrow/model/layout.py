@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-POSITIONS = ("input", "output", "sum")
 SUBLAYERS = ("attn", "mlp")
 BRANCHES = {"attn": "Attn", "mlp": "MLP"}  # how the equations name each sub-layer's branch
 

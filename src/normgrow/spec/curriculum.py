@@ -76,8 +76,7 @@ def phase_start_state(policy: str, previous: DataState) -> DataState:
     raise ValueError(f"unknown data policy {policy!r} ({', '.join(DATA_POLICIES)})")
 
 
-# ---------------------------------------------------------------- how an appended block starts
-GROWTH_OPERATORS = ("random", "zero", "copy", "ramp")
+# -------------------------------------------------------------- how an appended block starts (schema: growth.operator)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,12 @@ from normgrow.spec.kinds import keys_of
 
 TRAIN_EXECUTION = keys_of(("train",), "execution")  # train.* keys of kind execution in the schema
 
+# What a training job writes beside its declared outputs: its own state, not outputs, because Snakemake
+# removes a failed job's outputs before it retries, and the retry must find these (CONTRIBUTING.md, Layout).
+RESUME_DIR = "resume"       # {phase dir}/resume/: the verified states a retried or preempted phase resumes from
+TASKS_FILE = ".tasks.json"  # {first phase dir}/.tasks.json: the phases' arguments for the ranks under torchrun
+# and the live curves under the config's `tracking.dir` (results/tracking): appended to by every phase.
+
 
 @dataclass(frozen=True)
 class Tracking:

@@ -11,7 +11,7 @@ import math
 import torch
 
 from normgrow.train.data import Batch
-from normgrow.train.forward import causal_lm_hidden, distillation_terms, positions_and_labels, teacher_hidden_states
+from normgrow.train.forward import Distillation, LossInputs, causal_lm_hidden, positions_and_labels
 from normgrow.train.objective import Objective, loss_positions
 
 
@@ -28,11 +28,9 @@ def evaluate_students(students: list, objectives: list[Objective], teacher, batc
     for student in students:
         student.eval()
     for batch in batches:
-        targets = positions_and_labels(batch)
-        teacher_hidden = teacher_hidden_states(teacher, batch, targets[0])
+        inputs = LossInputs.of(batch, normalizer=1.0, teacher=teacher)  # sums; the teacher run once for all
         for student, objective, total in zip(students, objectives, sums, strict=True):
-            terms = distillation_terms(student, teacher, batch, objective, chunk, normalizer=1.0, targets=targets,
-                                       teacher_hidden=teacher_hidden)
+            terms = Distillation(teacher, objective, chunk).terms(student, inputs)
             for i, key in enumerate(("ce", "kd", "kd_soft")):
                 total[i] += float(terms[key])
         count += int(loss_positions(batch.attention_mask).sum())

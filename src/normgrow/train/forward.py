@@ -7,10 +7,12 @@ code runs on real tensors and under a fake-tensor trace (normgrow.cluster.trace)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from normgrow.train.data import Batch
-from normgrow.train.objective import loss_positions, next_token_labels
+from normgrow.train.objective import Objective, fused_objective, loss_positions, next_token_labels
 
 
 def positions_and_labels(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,25 +47,52 @@ def teacher_hidden_states(teacher, batch: Batch, positions: torch.Tensor) -> tor
         return causal_lm_hidden(teacher, batch, positions)
 
 
-def distillation_terms(student, teacher, batch: Batch, objective, chunk: int, normalizer: float | None = None,
-                       targets: tuple[torch.Tensor, torch.Tensor] | None = None,
-                       teacher_hidden: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """The objective's terms on one batch: the teacher runs once under inference mode (unless its
-    `teacher_hidden_states` are given), and KD + CE are computed chunk by chunk, fused with both LM
-    heads (no full-vocabulary logits tensor).
+@dataclass(frozen=True)
+class LossInputs:
+    """One batch as the loss reads it: this rank's `rows`, their loss `positions` (flat indices) and
+    next-token `labels`, the `normalizer` that divides the loss sums (the global batch's loss
+    positions when a batch is split over ranks; None: the mean over these positions), and the
+    teacher's final hidden states at the positions (None: the loss runs the teacher itself)."""
 
-    The loss runs inside the student's forward (`loss=`), where a sharded student's head is
-    gathered. Terms are means over the batch's loss positions, or sums divided by `normalizer`.
-    `targets` are the batch's `positions_and_labels`, if already computed."""
-    from normgrow.train.objective import fused_objective
+    rows: Batch
+    positions: torch.Tensor
+    labels: torch.Tensor
+    normalizer: float | None = None
+    teacher_hidden: torch.Tensor | None = None
 
-    positions, labels = targets if targets is not None else positions_and_labels(batch)
-    if teacher_hidden is None:
-        teacher_hidden = teacher_hidden_states(teacher, batch, positions)
-    teacher_weight = teacher.get_output_embeddings().weight
+    @classmethod
+    def of(cls, rows: Batch, normalizer: float | None = None, teacher=None) -> LossInputs:
+        """The inputs of `rows`; with `teacher`, its hidden states too (one forward for a group)."""
+        positions, labels = positions_and_labels(rows)
+        hidden = None if teacher is None else teacher_hidden_states(teacher, rows, positions)
+        return cls(rows, positions, labels, normalizer, hidden)
 
-    def loss(hidden, weight):
-        return fused_objective(objective, at_positions(hidden, positions), weight, teacher_hidden, teacher_weight,
-                               labels, chunk, normalizer)
 
-    return student(batch.input_ids, batch.attention_mask, loss=loss)
+@dataclass(frozen=True)
+class Distillation:
+    """How a student's loss is computed: the frozen `teacher`, the `objective` (α, γ, τ), the fused
+    loss's `chunk` of positions, and the `world` of ranks whose gradient averaging (FSDP) a
+    backward of sums over the global batch undoes."""
+
+    teacher: torch.nn.Module
+    objective: Objective
+    chunk: int
+    world: int = 1
+
+    def terms(self, student, inputs: LossInputs) -> dict[str, torch.Tensor]:
+        """The objective's terms on one batch: the teacher runs once under inference mode (unless
+        `inputs` hold its hidden states), and KD + CE are computed chunk by chunk, fused with both LM
+        heads (no full-vocabulary logits tensor).
+
+        The loss runs inside the student's forward (`loss=`), where a sharded student's head is
+        gathered. Terms are means over the batch's loss positions, or sums divided by the normalizer."""
+        teacher_hidden = inputs.teacher_hidden
+        if teacher_hidden is None:
+            teacher_hidden = teacher_hidden_states(self.teacher, inputs.rows, inputs.positions)
+        teacher_weight = self.teacher.get_output_embeddings().weight
+
+        def loss(hidden, weight):
+            return fused_objective(self.objective, at_positions(hidden, inputs.positions), weight, teacher_hidden,
+                                   teacher_weight, inputs.labels, self.chunk, inputs.normalizer)
+
+        return student(inputs.rows.input_ids, inputs.rows.attention_mask, loss=loss)

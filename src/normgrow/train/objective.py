@@ -74,7 +74,7 @@ class FusedDistillationLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, teacher_hidden, teacher_weight, labels, alpha, gamma, tau, chunk, normalizer):
+    def forward(ctx, hidden, weight, teacher_hidden, teacher_weight, labels, objective: Objective, chunk, normalizer):
         n = normalizer
         ctx.weight_dtype = weight.dtype
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
@@ -87,14 +87,15 @@ class FusedDistillationLoss(torch.autograd.Function):
         for start in range(0, hidden.shape[0], chunk):
             part = slice(start, start + chunk)
             kd, entropy, ce = _chunk_terms(hidden[part], weight, teacher_hidden[part], teacher_weight, labels[part],
-                                           rows, alpha, gamma, tau, n, grad_hidden, grad_weight, part)
+                                           objective=objective, n=n, rows=rows, grad_hidden=grad_hidden,
+                                           grad_weight=grad_weight, part=part)
             kd_sum += kd
             entropy_sum += entropy
             ce_sum += ce
         kd, ce, kd_soft = kd_sum / n, ce_sum / n, (kd_sum + entropy_sum) / n
         ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(ce, kd, kd_soft)
-        return alpha * tau**2 * kd + gamma * ce, ce, kd, kd_soft
+        return objective.alpha * objective.temperature**2 * kd + objective.gamma * ce, ce, kd, kd_soft
 
     @staticmethod
     def backward(ctx, grad_total, grad_ce, grad_kd, grad_kd_soft):
@@ -103,15 +104,17 @@ class FusedDistillationLoss(torch.autograd.Function):
             grad_hidden.mul_(grad_total.to(grad_hidden.dtype))
         if grad_weight is not None:
             grad_weight = grad_weight.mul_(grad_total).to(ctx.weight_dtype)
-        return grad_hidden, grad_weight, None, None, None, None, None, None, None, None
+        return grad_hidden, grad_weight, None, None, None, None, None, None
 
 
-def _chunk_terms(h, weight, teacher_h, teacher_weight, y, rows, alpha, gamma, tau, n, grad_hidden, grad_weight,
+def _chunk_terms(h, weight, teacher_h, teacher_weight, y, *, objective: Objective, n, rows, grad_hidden, grad_weight,
                  part: slice) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One chunk of FusedDistillationLoss: its KL, teacher-entropy and CE sums; its gradients are
-    written into `grad_hidden[part]` and added to `grad_weight` (either may be None). A function of
-    its own so that the chunk's (chunk × V) tensors are freed when it returns, before the next
-    chunk's exist (found by the memory trace: a loop body kept the previous chunk's alive)."""
+    """One chunk of FusedDistillationLoss (hidden states and labels of the chunk's positions; `n` the
+    normalizer, `rows` 0..chunk−1): its KL, teacher-entropy and CE sums; its gradients are written into
+    `grad_hidden[part]` and added to `grad_weight` (either may be None). A function of its own so that
+    the chunk's (chunk × V) tensors are freed when it returns, before the next chunk's exist (found by
+    the memory trace: a loop body kept the previous chunk's alive)."""
+    alpha, gamma, tau = objective.alpha, objective.gamma, objective.temperature
     z = (h @ weight.T).float()
     z_t = (teacher_h @ teacher_weight.T).float()
     log_p = F.log_softmax(z / tau if tau != 1.0 else z, dim=-1)
@@ -149,6 +152,6 @@ def fused_objective(objective: Objective, hidden, weight, teacher_hidden, teache
     if not torch.is_grad_enabled():
         hidden, weight = hidden.detach(), weight.detach()
     total, ce, kd, kd_soft = FusedDistillationLoss.apply(
-        hidden, weight, teacher_hidden.detach(), teacher_weight.detach(), labels, objective.alpha, objective.gamma,
-        objective.temperature, chunk, normalizer or hidden.shape[0])
+        hidden, weight, teacher_hidden.detach(), teacher_weight.detach(), labels, objective, chunk,
+        normalizer or hidden.shape[0])
     return {"total": total, "ce": ce, "kd": kd, "kd_soft": kd_soft}

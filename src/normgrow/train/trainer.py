@@ -50,13 +50,13 @@ from tqdm import tqdm
 from normgrow.model.student import BlockStackStudent
 from normgrow.spec import science_code
 from normgrow.spec.curriculum import DataState, PhaseSpec, Training, snapshot_steps, stream_key
-from normgrow.spec.execution import Execution
+from normgrow.spec.execution import RESUME_DIR, Execution
 from normgrow.train.checkpoint import atomic_write, load_student, read_json, save_student, write_json
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import Ranks, process_group, shard_student
 from normgrow.train.evaluate import evaluate_students
 from normgrow.train.faults import Faults
-from normgrow.train.forward import distillation_terms, positions_and_labels, teacher_hidden_states
+from normgrow.train.forward import Distillation, LossInputs
 from normgrow.train.objective import Objective, loss_positions
 from normgrow.train.resume import ResumeStore, rng_state, seed_all, set_rng_state
 from normgrow.train.teacher import load_teacher
@@ -270,7 +270,7 @@ class GroupTrainer:
                         member.save_state()
                 if preempted:
                     raise Preempted(f"{label}: SIGTERM at update {t}; states saved in " +
-                                    ", ".join(str(m.out / "resume") for m in live) + "; rerun to resume")
+                                    ", ".join(str(m.out / RESUME_DIR) for m in live) + "; rerun to resume")
                 self.faults.after_state(t)
             if self.grouped:  # finished work survives a sibling's failure or a kill before every output is written
                 for member in live:
@@ -298,14 +298,12 @@ class GroupTrainer:
                 raise RuntimeError(f"{member.label} read another batch than {live[0].label} at update {t}: "
                                    "its phase does not belong to this group")
         rows = self.ranks.rows(batch, self.pad_id)
-        targets = positions_and_labels(rows)
         shared = shares_teacher_forward(len(live))  # one teacher forward for all, or inside the one student's step
-        teacher_hidden = teacher_hidden_states(self.teacher, rows, targets[0]) if shared else None
-        normalizer = int(loss_positions(batch.attention_mask).sum())
+        inputs = LossInputs.of(rows, int(loss_positions(batch.attention_mask).sum()), self.teacher if shared else None)
         still = []
         for member in live:
             try:
-                member.update(t, batch, rows, targets, teacher_hidden, normalizer)
+                member.update(t, batch, inputs)
                 still.append(member)
             except FloatingPointError as error:
                 if not self.grouped:
@@ -315,8 +313,8 @@ class GroupTrainer:
         return still
 
     def evaluate(self, t: int, live: list[PhaseTrainer]) -> None:
-        metrics = evaluate_students([m.student for m in live], [m.objective for m in live], self.teacher, self.valid,
-                                    live[0].execution.loss_chunk if live else 0, self.ranks) if live else []
+        metrics = evaluate_students([m.student for m in live], [m.distillation.objective for m in live], self.teacher,
+                                    self.valid, live[0].execution.loss_chunk if live else 0, self.ranks) if live else []
         for member, result in zip(live, metrics, strict=True):
             member.record_evaluation(t, result)
 
@@ -332,7 +330,6 @@ class PhaseTrainer:
     def __init__(self, task: PhaseTask, teacher, tokens_dir: Path, ranks: Ranks, log):
         spec, execution = task.spec, task.execution
         self.spec, self.execution, self.out, self.ranks, self.log = spec, execution, task.out, ranks, log
-        self.teacher = teacher
         self.start_time = time.time()
         training = spec.training
         if training.batch_size % ranks.world:
@@ -344,14 +341,14 @@ class PhaseTrainer:
         self.pad_id = json.loads((tokens_dir / "meta.json").read_text())["boundary_id"]
         self.student, self.before = build_student(spec, execution, teacher, task.previous, ranks)
         self.optimizer = build_optimizer(self.student, training)
-        self.objective = Objective(**spec.objective)
+        self.distillation = Distillation(teacher, Objective(**spec.objective), execution.loss_chunk, ranks.world)
         valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), training.batch_size, self.pad_id)
         self.valid = [ranks.rows(batch, self.pad_id) for batch in valid_batches]  # this rank's rows, once
         self.start_data = spec.phase.start_state(DataState(**self.before["data"]))
         self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.start_data, spec.shard_docs,
                                         training.batch_size, self.pad_id, spec.seed)
         self.layers = spec.phase.active_blocks * spec.student["layers_per_block"]
-        self.resume = ResumeStore(self.out / "resume", {"key": spec.key, "snapshots": execution.snapshots}, ranks,
+        self.resume = ResumeStore(self.out / RESUME_DIR, {"key": spec.key, "snapshots": execution.snapshots}, ranks,
                                   log=log)
         self.snapshots = set(snapshot_steps(spec.phase.steps, execution.snapshots))
         self.faults = Faults.from_environment().for_phase(spec.key)
@@ -390,19 +387,17 @@ class PhaseTrainer:
     def next_batch(self) -> Batch:
         return self.batches.next_batch()
 
-    def update(self, t: int, batch: Batch, rows: Batch, targets: tuple[torch.Tensor, torch.Tensor],
-               teacher_hidden: torch.Tensor, normalizer: int) -> dict:
-        """Update `t` on `batch` (this rank's `rows`, their `targets` and the teacher's hidden states
-        there): its LR, `training_step`, the NaN guard, the counters, the snapshot; returns its row."""
+    def update(self, t: int, batch: Batch, inputs: LossInputs) -> dict:
+        """Update `t` on `batch` (`inputs`: this rank's rows of it as the loss reads them): its LR,
+        `training_step`, the NaN guard, the counters, the snapshot; returns its row."""
         training, label = self.spec.training, self.label
         lr = self.spec.phase.lr(t, training)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.set_gate(t)
         with self.own_rng():
-            terms = training_step(self.student, self.teacher, self.optimizer, rows, self.objective, training.grad_clip,
-                                  self.execution.loss_chunk, self.ranks.world, normalizer=normalizer, targets=targets,
-                                  loss_hook=functools.partial(self.faults.loss, t), teacher_hidden=teacher_hidden)
+            terms = training_step(self.student, self.optimizer, self.distillation, inputs, training.grad_clip,
+                                  loss_hook=functools.partial(self.faults.loss, t))
         loss, ce, kd, kd_soft = self.ranks.sum(*(terms[k] for k in ("total", "ce", "kd", "kd_soft")))
         grad_norm = float(terms["grad_norm"])  # global: the same on every rank
         if not (math.isfinite(loss) and math.isfinite(grad_norm)):
@@ -480,31 +475,24 @@ def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Modul
     return student, before
 
 
-def training_step(student, teacher, optimizer: torch.optim.Optimizer, rows: Batch, objective: Objective,
-                  grad_clip: float, loss_chunk: int, world: int, normalizer: int,
-                  targets: tuple[torch.Tensor, torch.Tensor] | None = None, loss_hook=None,
-                  teacher_hidden: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """One update on this rank's `rows` of the global batch: `backward_step`, then `optimizer_step`.
+def training_step(student, optimizer: torch.optim.Optimizer, distillation: Distillation, inputs: LossInputs,
+                  grad_clip: float, loss_hook=None) -> dict[str, torch.Tensor]:
+    """One update on this rank's rows of the global batch (`inputs`): `backward_step`, then `optimizer_step`.
 
     Returns this rank's detached terms and the global gradient norm before clipping, as tensors: the
     caller reads them (a host sync) and stops on a non-finite value; the update is already applied
     then, but a phase that stops saves nothing, so its last good resume state stays."""
-    terms = backward_step(student, teacher, rows, objective, loss_chunk, world, normalizer, targets, loss_hook,
-                          teacher_hidden)
+    terms = backward_step(student, distillation, inputs, loss_hook)
     return {**terms, "grad_norm": optimizer_step(optimizer, grad_clip)}
 
 
-def backward_step(student, teacher, rows: Batch, objective: Objective, loss_chunk: int, world: int, normalizer: int,
-                  targets: tuple[torch.Tensor, torch.Tensor] | None = None, loss_hook=None,
-                  teacher_hidden: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """Teacher forward (unless its `teacher_hidden` states are given), student forward with the fused
-    KD + CE (sums divided by `normalizer`, the global batch's loss positions) and backward.
-    `loss_hook` may replace the loss before backward (fault injection); `targets` are the rows'
-    `positions_and_labels`, if already computed. Returns the detached terms."""
-    terms = distillation_terms(student, teacher, rows, objective, loss_chunk, normalizer=normalizer, targets=targets,
-                               teacher_hidden=teacher_hidden)
+def backward_step(student, distillation: Distillation, inputs: LossInputs, loss_hook=None) -> dict[str, torch.Tensor]:
+    """Teacher forward (unless `inputs` hold its hidden states), student forward with the fused KD + CE
+    (sums divided by the inputs' normalizer, the global batch's loss positions) and backward.
+    `loss_hook` may replace the loss before backward (fault injection). Returns the detached terms."""
+    terms = distillation.terms(student, inputs)
     total = loss_hook(terms["total"]) if loss_hook else terms["total"]
-    (total * world).backward()  # FSDP averages gradients over the ranks
+    (total * distillation.world).backward()  # FSDP averages gradients over the ranks
     return {**{k: v.detach() for k, v in terms.items()}, "total": total.detach()}
 
 
