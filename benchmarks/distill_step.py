@@ -65,7 +65,8 @@ from pathlib import Path
 import docs_block
 
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ["naive", "ours", "ours-compiled", "loss-naive", "loss-ours", "eval-before", "eval-ours"]
+VARIANTS = ["naive", "ours", "ours-compiled", "ours-padding-free", "loss-naive", "loss-ours", "eval-before",
+            "eval-ours"]
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}  # dense bf16 per GPU (NVIDIA datasheets)
 LOSS_CHUNK = 256  # positions per chunk of the fused KD + CE alone (loss-ours)
 OPTIMIZER = {"lr": 1e-4, "min_lr": 1e-6, "warmup_fraction": 0.015, "betas": (0.9, 0.95), "eps": 1e-8,
@@ -105,6 +106,16 @@ def shape(name: str) -> dict:
     if name == "paper":
         return config_shape(["config.yaml", "configs/paper.yaml"], "configs/teachers/qwen3-8b-base",
                             loss_positions=8192, needs_gpu=True)
+    if name == "paper-docs":  # the paper step on a micro-batch of the paper's document lengths
+        return {**shape("paper"), "lengths": "documents"}
+    if name == "docs-mix":
+        # the paper's document-length mix at 1/8 of its length and a reduced width, for a CPU: 8 documents
+        # of a capped log-normal with Table A2's mean tokens per document / 8 (σ 1.0), at most 1,024 tokens
+        teacher = dict(vocab_size=4096, hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                       intermediate_size=768, num_hidden_layers=6, max_position_embeddings=1024)
+        return dict(teacher=teacher, teacher_dtype="float32", blocks=3, layers_per_block=1, rows=8, seq=1024,
+                    loss_chunk=4096, precision="float32", activation_checkpointing=False, loss_positions=1024,
+                    lengths="documents")
     # the paper's layer and vocabulary shapes at reduced depth and length (fits 24 GB); KD + CE alone
     # where logits dominate: vocabulary 151,936, 2,048 positions, hidden 512
     teacher = dict(vocab_size=151936, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
@@ -114,7 +125,7 @@ def shape(name: str) -> dict:
                 loss_hidden=512)
 
 
-SHAPES = ["embedded", "paper-shape", "paper"]
+SHAPES = ["embedded", "paper-shape", "paper", "docs-mix", "paper-docs"]
 
 
 def build(s: dict, device):
@@ -142,13 +153,22 @@ def build(s: dict, device):
 
 
 def batch_for(s: dict):
-    """`rows` documents, one of `seq` tokens and the others between seq/2 and seq."""
+    """`rows` documents: one of `seq` tokens and the others between seq/2 and seq, or (`lengths:
+    documents`) drawn from the capped log-normal of benchmarks/paper_cost.py with the paper's mean
+    tokens per document (Table A2) scaled by seq / 8,192, σ 1.0 (the draw with seed 0 of the first
+    `rows`)."""
     import numpy as np
 
     from normgrow.train.data import collate
 
     rng = np.random.default_rng(0)
-    lengths = [s["seq"]] + list(rng.integers(s["seq"] // 2, s["seq"] + 1, size=s["rows"] - 1))
+    if s.get("lengths") == "documents":
+        from paper_cost import PAPER_TOKENS_PER_DOCUMENT, capped_lognormal_mu
+
+        mu = capped_lognormal_mu(PAPER_TOKENS_PER_DOCUMENT * s["seq"] / 8192, 1.0, s["seq"])
+        lengths = np.clip(np.rint(rng.lognormal(mu, 1.0, s["rows"])), 2, s["seq"]).astype(int).tolist()
+    else:
+        lengths = [s["seq"]] + list(rng.integers(s["seq"] // 2, s["seq"] + 1, size=s["rows"] - 1))
     return collate([rng.integers(1, s["teacher"]["vocab_size"], size=int(n)) for n in lengths], pad_id=0)
 
 
@@ -244,7 +264,8 @@ def full_step(s: dict, variant: str, ranks):
     teacher, student = build(s, ranks.device)
     global_batch = batch_for(s)
     batch = ranks.rows(global_batch, pad_id=0)
-    flops = step_flops(s, teacher, student, batch)
+    flops = step_flops(s, teacher, student, batch)  # useful FLOPs: the padded rows' documents, either layout
+    rows = batch.packed(pad_id=0) if variant == "ours-padding-free" else batch
     objective = Objective()
     if variant.startswith("ours"):
         student.activation_checkpointing = s["activation_checkpointing"]
@@ -264,7 +285,7 @@ def full_step(s: dict, variant: str, ranks):
     def step():
         if variant.startswith("ours"):
             training_step(student, optimizer, Distillation(teacher, objective, s["loss_chunk"], ranks.world),
-                          LossInputs.of(batch, normalizer), OPTIMIZER["grad_clip"])
+                          LossInputs.of(rows, normalizer), OPTIMIZER["grad_clip"])
         else:
             naive_terms(student, teacher, batch, objective, s["precision"])["total"].backward()
             torch.nn.utils.clip_grad_norm_(params, OPTIMIZER["grad_clip"])
@@ -353,6 +374,7 @@ def row(r: dict, peak: float | None, baseline: dict | None) -> str:
 
 
 PARTS = [("full step", "naive", "ours"), ("full step, `train.compile: true`", "naive", "ours-compiled"),
+         ("full step, `train.padding_free: true` (in the naive column: ours, padded)", "ours", "ours-padding-free"),
          ("KD + CE alone", "loss-naive", "loss-ours"),
          ("evaluation's KD + CE (no_grad; naive: before the fix, a head gradient formed)", "eval-before", "eval-ours")]
 BASELINE = {ours: naive for _, naive, ours in PARTS}
@@ -382,7 +404,7 @@ def markdown(results: dict[str, dict[str, dict]], peak: float | None) -> list[st
     lines = ["| shape | part | naive | ours | speed ours/naive | peak memory ours/naive |", "|---|---|---|---|---|---|"]
     for name, measured in results.items():
         for part, naive, ours in PARTS:
-            if ours not in measured and (naive not in measured or ours == "ours-compiled"):
+            if ours not in measured and (naive not in measured or ours in ("ours-compiled", "ours-padding-free")):
                 continue  # the naive step is shown with `ours`; `ours-compiled` has its own row
             if naive.startswith(("loss", "eval")):
                 s = shape(name)

@@ -1,5 +1,5 @@
-"""The paper DAG's compute counted from document lengths, three ways: full rows, padded micro-batches,
-and padding-free (documents laid end to end).
+"""The paper DAG's compute counted from document lengths, four ways: full rows, padded micro-batches,
+packed rows (`train.padding_free`) and padding-free (each document's own tokens and attention).
 
     python benchmarks/paper_cost.py [--sigma 1.0] [--group-size 64] [--mfu 0.4] [--samples 200000]
                                     [--run DIR [--configfile FILE ...]] [--write DOC]
@@ -12,8 +12,11 @@ teacher's forward and the student's forward and backward see, per document:
 - **full rows**: every document a full 8,192-token row — the upper bound docs/performance.md priced
   the DAG with before (benchmarks/grouping.py);
 - **padded**: the longest document of its micro-batch (attention over the padded rows);
-- **padding-free**: its own tokens, with attention inside the document only (document-causal
-  masking: each document attends to itself alone, as the padded path's mask already says).
+- **packed rows**: what `train.padding_free` runs (normgrow.train.data.Batch.packed): the
+  micro-batch's documents laid end to end, first fit, in rows as wide as its longest document, with
+  a dense document-causal mask (sdpa): its share of the rows' positions and of their attention;
+- **padding-free**: its own tokens, with attention inside the document only — the ideal, which a
+  varlen attention kernel would reach.
 
 FLOPs follow benchmarks/distill_step.py's formula (2 per matmul parameter per token, causal
 attention 4·A·L·n(n+1)/2 per row of n tokens; the student's forward and backward 3× its forward),
@@ -48,7 +51,7 @@ from grouping import H100_BF16_TFLOPS
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_TOKENS_PER_DOCUMENT = 3.11e9 / (50_000 * 64)  # Table A2 (joint-50k): tokens per phase / documents per phase
-WAYS = ("full rows", "padded", "padding-free")
+WAYS = ("full rows", "padded", "packed rows", "padding-free")
 
 
 @dataclass(frozen=True)
@@ -60,13 +63,19 @@ class PerDocument:
 
 
 def per_document(lengths: np.ndarray, micro_batch: int, max_length: int) -> dict[str, PerDocument]:
-    """The three ways for documents of `lengths`, read in order in micro-batches of `micro_batch`."""
+    """The ways for documents of `lengths`, read in order in micro-batches of `micro_batch`."""
+    from normgrow.train.data import first_fit
+
     usable = len(lengths) - len(lengths) % micro_batch
     rows = lengths[:usable].astype(np.float64).reshape(-1, micro_batch)
     longest = rows.max(axis=1)
+    packed = np.array([len(first_fit(batch.astype(int).tolist(), int(width)))  # rows of each packed micro-batch
+                       for batch, width in zip(rows, longest, strict=True)])
     return {
         "full rows": PerDocument(float(max_length), max_length * (max_length + 1) / 2),
         "padded": PerDocument(float(longest.mean()), float((longest * (longest + 1) / 2).mean())),
+        "packed rows": PerDocument(float((packed * longest).mean() / micro_batch),
+                                   float((packed * longest * (longest + 1) / 2).mean() / micro_batch)),
         "padding-free": PerDocument(float(rows.mean()), float((rows * (rows + 1) / 2).mean())),
     }
 

@@ -121,6 +121,18 @@ def test_activation_checkpointing_gives_the_same_training(setup):
 
 
 @pytest.mark.slow
+def test_two_ranks_without_padding_match_one_padded_process(setup):
+    """train.padding_free: each rank lays its documents end to end (normgrow.train.data.Batch.packed)."""
+    config = json.loads((setup["root"] / "spec1.json").read_text())
+    config["execution"]["padding_free"] = True
+    spec = setup["root"] / "spec1-padding-free.json"
+    spec.write_text(json.dumps(config))
+    proc = train(setup, "padding-free", ranks=2, spec=spec)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert_matches_reference(setup, "padding-free")
+
+
+@pytest.mark.slow
 def test_state_saved_by_two_ranks_resumes_with_one_and_with_two(setup):
     root = setup["root"]
     proc = train(setup, "preempted", ranks=2, fault="term@5")

@@ -279,14 +279,17 @@ def test_a_group_listing_a_phase_or_an_output_twice_is_refused(setup):
     assert not root.exists()
 
 
-@pytest.mark.parametrize("setting", ["threads", "state_every", "loss_chunk"])
+@pytest.mark.parametrize("setting", ["threads", "state_every", "loss_chunk", "padding_free"])
 def test_a_group_mixing_execution_settings_is_refused(setup, setting):
     """Every student of a group follows one loop: one thread count, one state interval, one loss chunk
-    (the evaluation of every student runs at the first one's)."""
+    (the evaluation of every student runs at the first one's), one layout of the batch (one teacher
+    forward for all)."""
     root = setup["root"] / "mixed"
     pre, post = task(setup, "pre-grow", 0, root / "pre"), task(setup, "post-grow", 0, root / "post")
-    other = dataclasses.replace(post.execution, **{setting: getattr(post.execution, setting) + 1})
-    with pytest.raises(ValueError, match="must share threads, train.state_every and train.loss_chunk"):
+    value = getattr(post.execution, setting)
+    other = dataclasses.replace(post.execution, **{setting: not value if isinstance(value, bool) else value + 1})
+    with pytest.raises(ValueError, match="must share threads, train.state_every, train.loss_chunk and "
+                                         "train.padding_free"):
         train_phases([pre, dataclasses.replace(post, execution=other)], setup["teacher"], setup["tokens"],
                      log=io.StringIO())
     assert not root.exists()

@@ -140,12 +140,16 @@ class BlockStackStudent(nn.Module):
                 layer.compile()
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                skip_block: int | None = None, boundaries: list | None = None, loss=None):
+                skip_block: int | None = None, boundaries: list | None = None, loss=None,
+                position_ids: torch.Tensor | None = None):
         """Final hidden states (B, T, H) of the active stack, before the LM head — or, if `loss` is
         given, `loss(hidden, lm_head.weight)`: the head is used inside the forward, where FSDP has
         gathered it.
 
-        `attention_mask` (B, T) is 1 on real tokens, 0 on right padding. `skip_block` bypasses one
+        `attention_mask` (B, T) is 1 on real tokens, 0 on right padding; positions are 0..T−1 in
+        every row, or `position_ids` (B, T) for documents laid end to end (a packed batch of the trainer):
+        the causal mask then stops where a row's positions restart (transformers' packed sequences),
+        and `attention_mask` only marks what the caller counts. `skip_block` bypasses one
         whole block (identity). If `boundaries` is a list, the residual stream entering block 0 and
         leaving every active block is appended to it (for boundary diagnostics). With
         `activation_checkpointing` set, training recomputes each layer's activations in backward.
@@ -157,9 +161,12 @@ class BlockStackStudent(nn.Module):
             h = h * torch.tensor(self.config.hidden_size**0.5, dtype=h.dtype)
         if self.boundary == "entry":
             h = self.boundary_norm(h)
-        position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-        mask = create_causal_mask(config=self.config, inputs_embeds=h, attention_mask=attention_mask,
-                                  past_key_values=None, position_ids=position_ids)
+        padded = position_ids is None
+        if padded:
+            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+        mask = create_causal_mask(config=self.config, inputs_embeds=h,
+                                  attention_mask=attention_mask if padded else None, past_key_values=None,
+                                  position_ids=position_ids)
         position_embeddings = self.rotary_emb(h, position_ids)
         if boundaries is not None:
             boundaries.append(h)

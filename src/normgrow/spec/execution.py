@@ -54,6 +54,7 @@ class Execution:
     loss_chunk: int
     compile: bool
     activation_checkpointing: bool
+    padding_free: bool = False
     snapshots: int = 0
     tracking: Tracking = Tracking()
 

@@ -244,8 +244,14 @@ class TokenStore:
 # ---------------------------------------------------------------- batches
 @dataclass
 class Batch:
-    input_ids: torch.Tensor       # (B, T), right-padded with the boundary token
+    """Documents as rows. Padded (`position_ids` None): one document per row, right-padded with the
+    boundary token, positions 0..T−1. Packed (`Batch.packed`): documents laid end to end, each row's
+    `position_ids` restarting at 0 where a document starts, so that attention stops at document
+    boundaries (transformers' packed sequences: the causal mask follows the position ids)."""
+
+    input_ids: torch.Tensor       # (B, T)
     attention_mask: torch.Tensor  # (B, T), 1 on real tokens
+    position_ids: torch.Tensor | None = None  # (B, T) for a packed batch
 
     @property
     def tokens(self) -> int:
@@ -253,7 +259,49 @@ class Batch:
         return int(self.attention_mask.sum())
 
     def to(self, device) -> Batch:
-        return Batch(self.input_ids.to(device), self.attention_mask.to(device))
+        return Batch(self.input_ids.to(device), self.attention_mask.to(device),
+                     None if self.position_ids is None else self.position_ids.to(device))
+
+    def packed(self, pad_id: int) -> Batch:
+        """The padded batch's documents laid end to end in rows no wider than its own width (its
+        longest document): each document, in batch order, goes to the first row with room for it
+        (first fit); the rest of a row is padding with positions of its own. Real tokens, their
+        positions within their document and what each may attend to are the padded batch's; only the
+        order of the documents' tokens and the number of padded positions change (`pad_id`: the
+        padding token)."""
+        lengths = self.attention_mask.sum(1).tolist()
+        width = self.input_ids.shape[1]
+        rows = first_fit(lengths, width)
+        ids = torch.full((len(rows), width), pad_id, dtype=self.input_ids.dtype)
+        mask = torch.zeros((len(rows), width), dtype=self.attention_mask.dtype)
+        positions = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, members in enumerate(rows):
+            at = 0
+            for i in members:
+                n = lengths[i]
+                ids[r, at:at + n] = self.input_ids[i, :n]
+                mask[r, at:at + n] = 1
+                positions[r, at:at + n] = torch.arange(n)
+                at += n
+            positions[r, at:] = torch.arange(width - at)
+        return Batch(ids.to(self.input_ids.device), mask.to(self.attention_mask.device),
+                     positions.to(self.input_ids.device))
+
+
+def first_fit(lengths: list[int], width: int) -> list[list[int]]:
+    """Documents of `lengths` (in order) into rows of `width` tokens: each into the first row with room
+    for it. The indices of each row's documents, in the order they were placed."""
+    rows: list[list[int]] = []
+    filled: list[int] = []
+    for i, length in enumerate(lengths):
+        row = next((r for r, used in enumerate(filled) if used + length <= width), None)
+        if row is None:
+            rows.append([])
+            filled.append(0)
+            row = len(rows) - 1
+        rows[row].append(i)
+        filled[row] += length
+    return rows
 
 
 def collate(sequences: list[np.ndarray], pad_id: int) -> Batch:

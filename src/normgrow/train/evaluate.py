@@ -12,7 +12,7 @@ import torch
 
 from normgrow.train.data import Batch
 from normgrow.train.forward import Distillation, LossInputs, causal_lm_hidden, positions_and_labels
-from normgrow.train.objective import Objective, loss_positions
+from normgrow.train.objective import Objective
 
 
 @torch.no_grad()
@@ -33,7 +33,7 @@ def evaluate_students(students: list, objectives: list[Objective], teacher, batc
             terms = Distillation(teacher, objective, chunk).terms(student, inputs)
             for i, key in enumerate(("ce", "kd", "kd_soft")):
                 total[i] += float(terms[key])
-        count += int(loss_positions(batch.attention_mask).sum())
+        count += len(inputs.positions)
     results = []
     for student, mode, (ce, kd, kd_soft) in zip(students, modes, sums, strict=True):
         n = count

@@ -16,8 +16,11 @@ from normgrow.train.objective import Objective, fused_objective, loss_positions,
 
 
 def positions_and_labels(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N,) flat indices of the batch's loss positions and (N,) their next-token labels."""
+    """(N,) flat indices of the batch's loss positions and (N,) their next-token labels. In a packed
+    batch a document's last token is no loss position: the next token starts another document."""
     mask = loss_positions(batch.attention_mask)
+    if batch.position_ids is not None:
+        mask[:, :-1] &= batch.position_ids[:, 1:] == batch.position_ids[:, :-1] + 1
     return mask.flatten().nonzero().squeeze(1), next_token_labels(batch.input_ids, mask)
 
 
@@ -30,8 +33,12 @@ def causal_lm_hidden(model, batch: Batch, positions: torch.Tensor) -> torch.Tens
     """(N, H) final hidden states of a `transformers` causal LM at the N loss positions. No KV cache:
     with the configs' usual `use_cache: true` the model would keep every layer's keys and values
     until it returns (found by the memory trace: 9 GiB per rank at the paper's shape)."""
-    hidden = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                              use_cache=False).last_hidden_state
+    if batch.position_ids is None:
+        hidden = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                  use_cache=False).last_hidden_state
+    else:  # packed: no 2D mask, so that transformers builds document-causal attention from the positions
+        hidden = model.base_model(input_ids=batch.input_ids, position_ids=batch.position_ids,
+                                  use_cache=False).last_hidden_state
     return at_positions(hidden, positions)
 
 
@@ -95,4 +102,5 @@ class Distillation:
             return fused_objective(self.objective, at_positions(hidden, inputs.positions), weight, teacher_hidden,
                                    teacher_weight, inputs.labels, self.chunk, inputs.normalizer)
 
-        return student(inputs.rows.input_ids, inputs.rows.attention_mask, loss=loss)
+        return student(inputs.rows.input_ids, inputs.rows.attention_mask, loss=loss,
+                       position_ids=inputs.rows.position_ids)

@@ -166,9 +166,11 @@ def check_group(tasks: list[PhaseTask]) -> None:
                          ", ".join(task.spec.describe() for task in tasks))
     if len({task.spec.key for task in tasks}) < len(tasks) or len({task.out for task in tasks}) < len(tasks):
         raise ValueError("a group lists one phase or output directory twice")
-    shared = {(t.execution.threads, t.execution.state_every, t.execution.loss_chunk) for t in tasks}
+    shared = {(t.execution.threads, t.execution.state_every, t.execution.loss_chunk, t.execution.padding_free)
+              for t in tasks}
     if len(shared) > 1:
-        raise ValueError("a group's phases must share threads, train.state_every and train.loss_chunk")
+        raise ValueError("a group's phases must share threads, train.state_every, train.loss_chunk and "
+                         "train.padding_free")
 
 
 def shares_teacher_forward(students: int) -> bool:
@@ -229,6 +231,7 @@ class GroupTrainer:
         first = self.members[0]
         self.steps, self.eval_every = first.spec.phase.steps, first.spec.training.eval_every
         self.state_every, self.pad_id, self.valid = first.execution.state_every, first.pad_id, first.valid
+        self.layout = first.layout
         self.grouped = len(tasks) > 1
         self.faults = Faults.from_environment()
         self.failures: list[str] = []
@@ -297,7 +300,7 @@ class GroupTrainer:
             if not torch.equal(other.input_ids, batch.input_ids):
                 raise RuntimeError(f"{member.label} read another batch than {live[0].label} at update {t}: "
                                    "its phase does not belong to this group")
-        rows = self.ranks.rows(batch, self.pad_id)
+        rows = self.layout(self.ranks.rows(batch, self.pad_id))
         shared = shares_teacher_forward(len(live))  # one teacher forward for all, or inside the one student's step
         inputs = LossInputs.of(rows, int(loss_positions(batch.attention_mask).sum()), self.teacher if shared else None)
         still = []
@@ -343,7 +346,7 @@ class PhaseTrainer:
         self.optimizer = build_optimizer(self.student, training)
         self.distillation = Distillation(teacher, Objective(**spec.objective), execution.loss_chunk, ranks.world)
         valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), training.batch_size, self.pad_id)
-        self.valid = [ranks.rows(batch, self.pad_id) for batch in valid_batches]  # this rank's rows, once
+        self.valid = [self.layout(ranks.rows(batch, self.pad_id)) for batch in valid_batches]  # this rank's, once
         self.start_data = spec.phase.start_state(DataState(**self.before["data"]))
         self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.start_data, spec.shard_docs,
                                         training.batch_size, self.pad_id, spec.seed)
@@ -383,6 +386,12 @@ class PhaseTrainer:
         self.state.data = self.batches.state
         with self.own_rng():
             self.resume.save(self.state.step, self.student, self.optimizer, self.state.to_json())
+
+    def layout(self, rows: Batch) -> Batch:
+        """This rank's rows as the student and the teacher read them: padded, or with
+        `train.padding_free` laid end to end (Batch.packed); loss positions, labels and token counts
+        are the same either way."""
+        return rows.packed(self.pad_id) if self.execution.padding_free else rows
 
     def next_batch(self) -> Batch:
         return self.batches.next_batch()

@@ -1,0 +1,126 @@
+"""Batches without padding (`train.padding_free`): documents laid end to end with per-document
+positions and attention that stops at document boundaries read the same tokens, give the same loss
+positions, labels, teacher hidden states, student logits and loss terms as the padded batch, and a
+phase trained that way matches the padded one within the multi-rank tolerances."""
+
+import io
+
+import pandas as pd
+import pytest
+import torch
+from conftest import SEED, make_teacher, tiny_run_config
+from safetensors.torch import load_file
+
+from normgrow.model.layout import PLACEMENTS
+from normgrow.model.student import BlockStackStudent
+from normgrow.spec.curriculum import phase_spec
+from normgrow.spec.execution import Execution
+from normgrow.train.data import Batch
+from normgrow.train.forward import Distillation, LossInputs, at_positions, causal_lm_hidden, positions_and_labels
+from normgrow.train.objective import Objective
+from normgrow.train.trainer import train_phase
+
+LENGTHS = [5, 12, 3, 7, 12, 2, 4]
+PAD = 0
+
+
+def padded_batch(lengths=LENGTHS, seed: int = 1) -> Batch:
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.full((len(lengths), max(lengths)), PAD, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, n in enumerate(lengths):
+        ids[i, :n] = torch.randint(1, 64, (n,), generator=generator)
+        mask[i, :n] = 1
+    return Batch(ids, mask)
+
+
+def documents(batch: Batch) -> list[list[int]]:
+    """Each document's tokens, in the order the batch's positions restart."""
+    out = []
+    for ids, mask, positions in zip(batch.input_ids, batch.attention_mask, batch.position_ids, strict=True):
+        for token, real, position in zip(ids.tolist(), mask.tolist(), positions.tolist(), strict=True):
+            if real and position == 0:
+                out.append([])
+            if real:
+                out[-1].append(token)
+    return out
+
+
+def test_packing_lays_the_documents_end_to_end_within_the_batch_width():
+    batch = padded_batch()
+    packed = batch.packed(PAD)
+    width = batch.input_ids.shape[1]
+    assert packed.input_ids.shape == (4, width)  # first fit: 5+3+2, 12, 7+4, 12
+    assert packed.tokens == batch.tokens
+    want = [row[:n].tolist() for row, n in zip(batch.input_ids, LENGTHS, strict=True)]
+    assert sorted(documents(packed)) == sorted(want)  # every document whole, positions restarting at 0
+    assert documents(packed) == [want[i] for i in (0, 2, 5, 1, 3, 6, 4)]
+    assert (packed.input_ids[~packed.attention_mask.bool()] == PAD).all()
+
+
+def test_the_loss_positions_and_labels_are_the_padded_batchs():
+    batch = padded_batch()
+    (positions, labels), (packed_positions, packed_labels) = (positions_and_labels(b)
+                                                              for b in (batch, batch.packed(PAD)))
+    assert len(packed_positions) == len(positions) == sum(n - 1 for n in LENGTHS)
+    assert sorted(packed_labels.tolist()) == sorted(labels.tolist())
+    two = padded_batch([9, 4, 5])  # rows 9 and 4+5: no label of the 4 crosses into the 5
+    (_, padded_labels), (_, packed_labels) = (positions_and_labels(b) for b in (two, two.packed(PAD)))
+    assert two.packed(PAD).input_ids.shape[0] == 2 and torch.equal(packed_labels, padded_labels)
+
+
+def in_packed_order(values: torch.Tensor, batch: Batch, packed: Batch) -> torch.Tensor:
+    """The padded batch's per-loss-position `values` (document by document) in the packed batch's order."""
+    want = [row[:n].tolist() for row, n in zip(batch.input_ids, batch.attention_mask.sum(1).tolist(), strict=True)]
+    bounds = torch.tensor([0, *[len(d) - 1 for d in want]]).cumsum(0).tolist()
+    order = [want.index(document) for document in documents(packed)]
+    return torch.cat([values[bounds[i]:bounds[i + 1]] for i in order])
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_teacher_and_student_see_each_document_alone(placement):
+    """Per-token teacher hidden states, student logits and the fused loss's terms equal the padded
+    batch's (the attention of a token never reaches the document before it in its row)."""
+    teacher = make_teacher()
+    student = BlockStackStudent.from_teacher(teacher, placement, 2, 1, seed=0)
+    batch = padded_batch()
+    packed = batch.packed(PAD)
+    inputs, packed_inputs = LossInputs.of(batch), LossInputs.of(packed)
+    with torch.no_grad():
+        torch.testing.assert_close(causal_lm_hidden(teacher, packed, packed_inputs.positions),
+                                   in_packed_order(causal_lm_hidden(teacher, batch, inputs.positions), batch, packed),
+                                   rtol=1e-5, atol=1e-5)
+        logits = student.lm_head(at_positions(student(batch.input_ids, batch.attention_mask), inputs.positions))
+        packed_logits = student.lm_head(at_positions(
+            student(packed.input_ids, packed.attention_mask, position_ids=packed.position_ids),
+            packed_inputs.positions))
+        torch.testing.assert_close(packed_logits, in_packed_order(logits, batch, packed), rtol=1e-5, atol=1e-5)
+        distillation = Distillation(teacher, Objective(), chunk=5)
+        terms, packed_terms = distillation.terms(student, inputs), distillation.terms(student, packed_inputs)
+    for key, value in terms.items():
+        torch.testing.assert_close(packed_terms[key], value, rtol=1e-5, atol=1e-6, msg=key)
+
+
+def test_a_phase_trained_without_padding_matches_the_padded_one(workspace):
+    """A few AdamW updates of phase 0: train.csv and eval.csv within the multi-rank tolerances, the
+    token counts (Table A2) exactly, the final weights within 1e-4; the phase key is the padded one's."""
+    config = tiny_run_config()
+    config["train"].update(phase_steps=2, batch_size=5)  # batches of 5 documents: some rows hold two or three
+    spec = phase_spec(config, "post-freeze", SEED, 0)
+    padded_key = spec.key
+    outs = {}
+    for padding_free in (False, True):
+        config["train"]["padding_free"] = padding_free
+        assert phase_spec(config, "post-freeze", SEED, 0).key == padded_key
+        out = workspace["root"] / f"padding-free-{padding_free}"
+        train_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], None, out,
+                    log=io.StringIO())
+        outs[padding_free] = out
+    for table in ("train.csv", "eval.csv"):
+        a, b = pd.read_csv(outs[True] / table), pd.read_csv(outs[False] / table)
+        pd.testing.assert_frame_equal(a, b, check_exact=False, atol=1e-5, rtol=1e-6)
+    assert pd.read_csv(outs[True] / "train.csv")["tokens"].tolist() == \
+        pd.read_csv(outs[False] / "train.csv")["tokens"].tolist()
+    weights, reference = (load_file(outs[k] / "student.safetensors") for k in (True, False))
+    for name, value in reference.items():
+        torch.testing.assert_close(weights[name], value, atol=1e-4, rtol=0, msg=name)
