@@ -1,5 +1,6 @@
 """The scale ladder's effects on results whose answers are known, and its DAG."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,24 @@ def test_study_dag_runs_every_scale(tmp_path, study, scales):
     for scale in scales:
         assert f"results/{name}/{scale}.phases.csv" in proc.stdout
     assert ("shared_teacher" in proc.stdout) == (name == "ladder")
+
+
+def test_a_study_under_the_slurm_profile_trains_its_scales_through_it(tmp_path):
+    """Each scale (and the shared teacher) is a nested workflow: under `--profile slurm` it runs on the
+    submitting host (a local rule) and hands the profile to the nested workflow, whose jobs are then
+    submitted; without a profile a cluster executor is refused before anything runs."""
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    study = [snakemake, "-s", str(REPO / "workflow" / "study.smk"), "--directory", str(tmp_path),
+             "--configfile", str(REPO / "configs" / "ladder.yaml")]
+    proc = subprocess.run([*study, "-n", "-p", "--profile", "slurm"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    nested = [line for line in proc.stdout.splitlines() if line.startswith("Shell command: snakemake -s ")]
+    assert len(nested) == 5 and all(" --profile slurm " in line for line in nested), nested  # 4 scales + teacher
+    local = re.search(r"^localrules:\n((?:    \w+,\n)+)", (REPO / "workflow" / "study.smk").read_text(), re.M)
+    assert {"scale", "shared_teacher"} <= {name.strip(" ,") for name in local.group(1).splitlines()}
+    proc = subprocess.run([*study, "--executor", "slurm", "--jobs", "1"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode != 0
+    assert "without a profile: its scales would train on this host" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.phases.csv"))

@@ -4,11 +4,13 @@
 # placement effects of every scale side by side. Two studies ship:
 #   snakemake -s workflow/study.smk --cores 2                                  # configs/study.yaml: seeds × width
 #   snakemake -s workflow/study.smk --cores 2 --configfile configs/ladder.yaml # training per parameter
+# On a cluster: snakemake -s workflow/study.smk --profile slurm ... (docs/cluster.md, Studies on the cluster).
 import copy
 import os
 import sys
 
 import yaml
+from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.spec.config import merge  # noqa: E402
@@ -59,10 +61,38 @@ def merged_config(scale):
     return merge(copy.deepcopy(DEFAULT), scale_overrides(scale))
 
 
+def outer_profile():
+    """The profile this study was started with (`--profile P`, or SNAKEMAKE_PROFILE), or None."""
+    for i, arg in enumerate(sys.argv):
+        if arg == "--profile" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if arg.startswith("--profile="):
+            return arg.split("=", 1)[1]
+    return os.environ.get("SNAKEMAKE_PROFILE")
+
+
+def nested_options():
+    """How a scale's (and the shared teacher's) nested workflow runs: under the study's profile, so
+    that `snakemake -s workflow/study.smk --profile slurm` trains every scale through the SLURM
+    executor (the nested workflow submits its jobs; this job only orchestrates it, on the submitting
+    host). Other options of the outer call do not reach the nested workflows: put them in the profile."""
+    profile = outer_profile()
+    executor = workflow.executor_plugin
+    if profile is None and executor is not None and not workflow.local_exec:
+        raise WorkflowError(f"the study runs under the {executor.cli_prefix} executor without a profile: its "
+                            "scales would train on this host. Start it with --profile (e.g. --profile slurm), "
+                            "which the nested workflows then use too")
+    return f"--profile {profile}" if profile else ""
+
+
+# The scales and the shared teacher run nested workflows: they stay on the submitting host, which the
+# nested workflows submit their own jobs from (under a cluster profile).
 localrules:
     study,
     scale_config,
     teacher_config,
+    scale,
+    shared_teacher,
 
 
 if STUDY.get("analysis", "effects") == "effects":
@@ -127,11 +157,13 @@ rule scale:
     output:
         phases=f"{OUT}/{{scale}}.phases.csv",
         check=f"{OUT}/{{scale}}.check.json",
-    threads: workflow.cores
+    params:
+        nested=lambda wildcards: nested_options(),
+    threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
     log:
         f"logs/{STUDY['name']}/{{scale}}.log",
     shell:
-        "snakemake -s {WORKFLOW} --directory {OUT}/{wildcards.scale} --cores {threads} "
+        "snakemake -s {WORKFLOW} --directory {OUT}/{wildcards.scale} --cores {threads} {params.nested} "
         "--configfile $PWD/{input.config} -- results/paper > {log} 2>&1 && "
         "cp {OUT}/{wildcards.scale}/results/metrics/phases.csv {output.phases} && "
         "cp {OUT}/{wildcards.scale}/results/teacher/check.json {output.check}"
@@ -153,10 +185,12 @@ rule shared_teacher:
         f"{OUT}/teacher/config.yaml",
     output:
         directory(TEACHER),
-    threads: workflow.cores
+    params:
+        nested=lambda wildcards: nested_options(),
+    threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
     log:
         f"logs/{STUDY['name']}/teacher.log",
     shell:
-        "snakemake -s {WORKFLOW} --directory {OUT}/teacher --cores {threads} "
+        "snakemake -s {WORKFLOW} --directory {OUT}/teacher --cores {threads} {params.nested} "
         "--configfile $PWD/{input} -- results/teacher/model > {log} 2>&1 && "
         "cp -r {OUT}/teacher/results/teacher/model {output}"
