@@ -234,8 +234,8 @@ def loss_step(s: dict, variant: str, device):
             with torch.no_grad():
                 if variant == "eval-ours":
                     return fused_objective(objective, hidden, head, teacher_hidden, t_head, labels, chunk=LOSS_CHUNK)
-                return FusedDistillationLoss.apply(hidden, head, teacher_hidden, t_head, labels, objective.alpha,
-                                                   objective.gamma, objective.temperature, LOSS_CHUNK, n)
+                return FusedDistillationLoss.apply(hidden, head, teacher_hidden, t_head, labels, objective,
+                                                   LOSS_CHUNK, n)
 
         return evaluation, n, 4 * v * h * n  # teacher and student head forwards
 

@@ -139,7 +139,8 @@ def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_
     overrides.write_text(yaml.safe_dump({
         "teacher": {"name": str(teacher_dir), "dtype": "float32", "min_margin_nats": -100.0},
         "tokenizer": {"train": False}, "build": ["pre-grow", "post-grow"],
-        "diagnostics": {"runs": ["post-grow"]}}))
+        "diagnostics": {"runs": ["post-grow"]},
+        "resources": {"train": {"group_size": 2}}}))  # pre and post on one teacher forward: 3 jobs, not 6
     workdir = tmp_path / "run"
     workdir.mkdir()
     command = snakemake_command(workdir, "--cores", "2", "--configfile", str(REPO / "configs" / "ci.yaml"),

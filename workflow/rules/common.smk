@@ -69,7 +69,7 @@ GROUPED = [key for group in GROUPS for key in group.keys]
 
 
 # A phase's declared outputs by name (snapshots: a directory); its resume states and the ranks' arguments
-# are the job's own state, not outputs (normgrow.spec.execution.JOB_STATE).
+# are the job's own state, not outputs (normgrow.spec.execution: RESUME_DIR, TASKS_FILE).
 PHASE_FILES = {"student": "student.safetensors", "state": "state.json", "train": "train.csv", "eval": "eval.csv"}
 
 
