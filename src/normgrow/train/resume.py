@@ -123,6 +123,8 @@ class ResumeStore:
         if any("different phase spec" not in p for p in problems):
             return None, (f"no usable resume state in {self.directory}: " + "; ".join(problems) +
                           f". Delete {self.directory} to restart the phase from its beginning.")
+        for problem in problems:  # every state is another phase's: start from the beginning, and say why
+            print(f"skipped resume state {problem}", file=self.log, flush=True)
         return None, None
 
     def latest_step(self) -> int | None:
