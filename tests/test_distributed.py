@@ -110,26 +110,18 @@ def test_two_ranks_match_one_process(setup):
 
 
 @pytest.mark.slow
-def test_activation_checkpointing_gives_the_same_training(setup):
+@pytest.mark.parametrize("setting", ["activation_checkpointing", "padding_free"])
+def test_an_execution_setting_on_two_ranks_gives_the_reference_training(setup, setting):
+    """Activation checkpointing (recomputed activations) and train.padding_free (each rank lays its
+    documents end to end, normgrow.train.data.Batch.packed) change how a phase runs, not what it
+    learns: two ranks with the setting on match one process without it."""
     config = json.loads((setup["root"] / "spec1.json").read_text())
-    config["execution"]["activation_checkpointing"] = True
-    spec = setup["root"] / "spec1-checkpointing.json"
+    config["execution"][setting] = True
+    spec = setup["root"] / f"spec1-{setting}.json"
     spec.write_text(json.dumps(config))
-    proc = train(setup, "checkpointing", ranks=2, spec=spec)
+    proc = train(setup, setting, ranks=2, spec=spec)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert_matches_reference(setup, "checkpointing")
-
-
-@pytest.mark.slow
-def test_two_ranks_without_padding_match_one_padded_process(setup):
-    """train.padding_free: each rank lays its documents end to end (normgrow.train.data.Batch.packed)."""
-    config = json.loads((setup["root"] / "spec1.json").read_text())
-    config["execution"]["padding_free"] = True
-    spec = setup["root"] / "spec1-padding-free.json"
-    spec.write_text(json.dumps(config))
-    proc = train(setup, "padding-free", ranks=2, spec=spec)
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    assert_matches_reference(setup, "padding-free")
+    assert_matches_reference(setup, setting)
 
 
 @pytest.mark.slow
