@@ -45,8 +45,9 @@ class Tracking:
 
 @dataclass(frozen=True)
 class Execution:
-    """How a phase runs and what it keeps besides its result; none of it changes the phase's
-    weights or metrics, so none of it is in the key. `snapshots`: intermediate checkpoints kept for
+    """How a phase runs and what it keeps besides its result; none of it changes what the phase
+    learns, so none of it is in the key (`padding_free`, like the number of ranks, changes its
+    weights and metrics within float rounding only). `snapshots`: intermediate checkpoints kept for
     the diagnostics (0: only the final one); `tracking`: where the live curves go (normgrow.train.tracking)."""
 
     threads: int

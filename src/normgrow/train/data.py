@@ -1,8 +1,9 @@
 """Corpus, splits, tokenizer, tokenized documents and the training-document iterator.
 
 Every document is tokenized on its own, its document-boundary token placed as `data.boundary_position`
-says (`layout_document`), cut to `max_length` and never packed with another; batches are right-padded
-to their longest sequence.
+says (`layout_document`), cut to `max_length` and never sees another document; batches are
+right-padded to their longest sequence, or with `train.padding_free` each rank's documents are laid
+end to end with attention stopping at document boundaries (`Batch.packed`).
 
 The iterator of a run reads *positions*; a position maps to a training-document index:
 - in `shard` mode, position p reads the shard (the first `shard_docs` documents) in epochs, each
@@ -272,20 +273,20 @@ class Batch:
         lengths = self.attention_mask.sum(1).tolist()
         width = self.input_ids.shape[1]
         rows = first_fit(lengths, width)
-        ids = torch.full((len(rows), width), pad_id, dtype=self.input_ids.dtype)
-        mask = torch.zeros((len(rows), width), dtype=self.attention_mask.dtype)
-        positions = torch.zeros((len(rows), width), dtype=torch.long)
+        device = self.input_ids.device
+        ids = torch.full((len(rows), width), pad_id, dtype=self.input_ids.dtype, device=device)
+        mask = torch.zeros((len(rows), width), dtype=self.attention_mask.dtype, device=device)
+        positions = torch.zeros((len(rows), width), dtype=torch.long, device=device)
         for r, members in enumerate(rows):
             at = 0
             for i in members:
                 n = lengths[i]
                 ids[r, at:at + n] = self.input_ids[i, :n]
                 mask[r, at:at + n] = 1
-                positions[r, at:at + n] = torch.arange(n)
+                positions[r, at:at + n] = torch.arange(n, device=device)
                 at += n
-            positions[r, at:] = torch.arange(width - at)
-        return Batch(ids.to(self.input_ids.device), mask.to(self.attention_mask.device),
-                     positions.to(self.input_ids.device))
+            positions[r, at:] = torch.arange(width - at, device=device)
+        return Batch(ids, mask, positions)
 
 
 def first_fit(lengths: list[int], width: int) -> list[list[int]]:
