@@ -52,7 +52,7 @@ def measure(shape: str, placement: str, root: Path, tokenizer: Path) -> dict:
     from normgrow.cli import read_configs
     from normgrow.model.export import export_phase
     from normgrow.model.student import BlockStackStudent, student_config
-    from normgrow.train.checkpoint import save_student
+    from normgrow.train.outputs import save_student
 
     config = read_configs([REPO / "config.yaml", *(REPO / path for path in SHAPES[shape][0])])
     teacher = teacher_config(shape, config)

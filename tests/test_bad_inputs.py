@@ -10,8 +10,8 @@ import torch
 from conftest import make_teacher, snakemake_command, split_in_memory
 
 from normgrow.model.student import BlockStackStudent
-from normgrow.train.checkpoint import CheckpointError, load_student, save_student
 from normgrow.train.data import save_tokens
+from normgrow.train.outputs import CheckpointError, load_student, save_student
 from normgrow.train.teacher import check_teacher
 
 

@@ -13,11 +13,11 @@ from conftest import REPO, SCHEMA
 from normgrow.spec import curriculum
 from normgrow.spec.config import science_config, validate_config
 from normgrow.spec.curriculum import (
-    DataState,
+    DataPosition,
     PhaseSpec,
     PhaseTable,
     phase_spec,
-    phase_start_state,
+    phase_start_position,
     run_phases,
     stream_key,
 )
@@ -107,12 +107,12 @@ def test_trainable_blocks():
 
 
 def test_phase_start_states():
-    read = DataState(mode="shard", position=1500, high_water=1200)
-    assert phase_start_state("continue", read) == read
-    assert phase_start_state("reset", read) == DataState("shard", 0, 1200)
-    assert phase_start_state("fresh", read) == DataState("stream", 1200, 1200)
+    read = DataPosition(mode="shard", position=1500, high_water=1200)
+    assert phase_start_position("continue", read) == read
+    assert phase_start_position("reset", read) == DataPosition("shard", 0, 1200)
+    assert phase_start_position("fresh", read) == DataPosition("stream", 1200, 1200)
     with pytest.raises(ValueError, match="shuffle"):
-        phase_start_state("shuffle", read)
+        phase_start_position("shuffle", read)
 
 
 # ---------------------------------------------------------------- identity

@@ -17,7 +17,7 @@ import torch
 from conftest import split_in_memory
 from transformers import AutoTokenizer
 
-from normgrow.spec.curriculum import DOCUMENT_ORDER, DataState, phase_start_state
+from normgrow.spec.curriculum import DOCUMENT_ORDER, DataPosition, phase_start_position
 from normgrow.train import data
 from normgrow.train.data import (
     Batch,
@@ -54,7 +54,7 @@ def store(tmp_path) -> TokenStore:
     return TokenStore(tmp_path / "tokens")
 
 
-def iterator(store: TokenStore, state: DataState, seed: int = SEED) -> DocumentIterator:
+def iterator(store: TokenStore, state: DataPosition, seed: int = SEED) -> DocumentIterator:
     return DocumentIterator(store, state, shard_docs=SHARD, batch_size=BATCH, pad_id=PAD, seed=seed)
 
 
@@ -123,7 +123,7 @@ PINNED_ORDERS = {
 def test_the_document_order_is_the_one_its_identity_salt_names(store):
     assert DOCUMENT_ORDER in PINNED_ORDERS, f"a new document order {DOCUMENT_ORDER!r}: pin its order here"
     epochs = PINNED_ORDERS[DOCUMENT_ORDER]
-    assert read(iterator(store, DataState()), 9) == [doc for epoch in epochs for doc in epoch]
+    assert read(iterator(store, DataPosition()), 9) == [doc for epoch in epochs for doc in epoch]
 
 
 def test_no_seed_reads_an_epoch_in_the_order_of_another_seeds_epoch():
@@ -139,30 +139,30 @@ def first_epoch(seed: int = SEED) -> list[int]:
 
 
 def test_continue_wraps_within_the_shard(store):
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     docs = read(it, 5)
     perm = epoch_permutation(SHARD, SEED, 1).tolist()
     assert docs[:6] == first_epoch()
     assert docs[6:] == perm[:4]
     assert all(d < SHARD for d in docs)
-    assert it.state == DataState(mode="shard", position=10, high_water=SHARD)
+    assert it.state == DataPosition(mode="shard", position=10, high_water=SHARD)
     # `continue` keeps the iterator where it stopped: the next phase finishes epoch 1
-    nxt = iterator(store, phase_start_state("continue", it.state))
+    nxt = iterator(store, phase_start_position("continue", it.state))
     assert read(nxt, 1) == perm[4:6]
     assert nxt.state.high_water == SHARD
 
 
 def test_same_seed_same_order_and_other_seed_other_order(store):
-    a = read(iterator(store, DataState()), 6)
-    b = read(iterator(store, DataState()), 6)
-    c = read(iterator(store, DataState(), seed=1), 6)
+    a = read(iterator(store, DataPosition()), 6)
+    b = read(iterator(store, DataPosition()), 6)
+    c = read(iterator(store, DataPosition(), seed=1), 6)
     assert a == b
     assert a[6:] != c[6:]
 
 
 def test_every_epoch_has_its_own_order(store):
     """A three-phase `continue` grow run reads the shard three times: three different orders."""
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     docs = read(it, 9)
     epochs = [docs[i * SHARD : (i + 1) * SHARD] for i in range(3)]
     assert all(sorted(epoch) == list(range(SHARD)) for epoch in epochs)
@@ -172,32 +172,32 @@ def test_every_epoch_has_its_own_order(store):
 def test_the_seed_sets_the_order_of_the_first_epoch_too(store):
     # The seed varies "initialisation and document order": two seeds must not read the shard's
     # first epoch in the same order (nor in corpus order), or seed intervals miss data-order noise.
-    orders = [read(iterator(store, DataState(), seed=seed), 3) for seed in (SEED, 1, 2)]
+    orders = [read(iterator(store, DataPosition(), seed=seed), 3) for seed in (SEED, 1, 2)]
     assert all(sorted(order) == list(range(SHARD)) for order in orders)
     assert len({tuple(order) for order in orders}) == 3
     assert list(range(SHARD)) not in orders
 
 
 def test_reset_rewinds_to_the_start_of_the_shard(store):
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     read(it, 4)
-    start = phase_start_state("reset", it.state)
-    assert start == DataState(mode="shard", position=0, high_water=SHARD)
+    start = phase_start_position("reset", it.state)
+    assert start == DataPosition(mode="shard", position=0, high_water=SHARD)
     assert read(iterator(store, start), 3) == first_epoch()
 
 
 def test_fresh_after_a_short_phase_starts_at_the_first_unread_document(store):
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     read(it, 2)  # four documents of the shard: high water 4 < shard
-    start = phase_start_state("fresh", it.state)
-    assert start == DataState(mode="stream", position=4, high_water=4)
+    start = phase_start_position("fresh", it.state)
+    assert start == DataPosition(mode="stream", position=4, high_water=4)
     assert read(iterator(store, start), 2) == first_epoch()[4:] + [6, 7]
 
 
 def test_fresh_reads_past_the_shard_and_never_wraps(store):
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     read(it, 3)  # the whole shard
-    start = phase_start_state("fresh", it.state)
+    start = phase_start_position("fresh", it.state)
     assert start.mode == "stream"
     assert start.position == SHARD
     fresh = iterator(store, start)
@@ -211,7 +211,7 @@ def test_fresh_reads_past_the_shard_and_never_wraps(store):
 
 def test_a_batch_one_document_past_the_train_split_is_refused_and_reads_nothing(store):
     """The batch whose last document would be the split's length (the first index past it)."""
-    start = DataState(mode="stream", position=9, high_water=9)
+    start = DataPosition(mode="stream", position=9, high_water=9)
     it = iterator(store, start)
     with pytest.raises(IndexError, match=r"training document 10, but the train split holds 10"):
         it.next_batch()
@@ -220,44 +220,44 @@ def test_a_batch_one_document_past_the_train_split_is_refused_and_reads_nothing(
 
 @pytest.mark.parametrize("before", ["continue past the shard", "reset then one batch"])
 def test_fresh_starts_at_the_high_water_not_the_position(store, before):
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     if before == "continue past the shard":
         read(it, 4)  # the shard, then 2 documents into its second epoch
-        assert it.state == DataState(mode="shard", position=8, high_water=SHARD)
+        assert it.state == DataPosition(mode="shard", position=8, high_water=SHARD)
     else:
         read(it, 3)
-        it = iterator(store, phase_start_state("reset", it.state))
+        it = iterator(store, phase_start_position("reset", it.state))
         read(it, 1)
-        assert it.state == DataState(mode="shard", position=BATCH, high_water=SHARD)
-    start = phase_start_state("fresh", it.state)
-    assert start == DataState(mode="stream", position=SHARD, high_water=SHARD)
+        assert it.state == DataPosition(mode="shard", position=BATCH, high_water=SHARD)
+    start = phase_start_position("fresh", it.state)
+    assert start == DataPosition(mode="stream", position=SHARD, high_water=SHARD)
     assert read(iterator(store, start), 1) == [6, 7]
 
 
 def test_fresh_after_fresh_starts_at_the_high_water(store):
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     read(it, 3)
-    first = iterator(store, phase_start_state("fresh", it.state))
+    first = iterator(store, phase_start_position("fresh", it.state))
     read(first, 1)
     assert first.state.high_water == 8
-    second = phase_start_state("fresh", first.state)
-    assert second == DataState(mode="stream", position=8, high_water=8)
+    second = phase_start_position("fresh", first.state)
+    assert second == DataPosition(mode="stream", position=8, high_water=8)
     assert read(iterator(store, second), 1) == [8, 9]
 
 
 def test_unknown_policy_is_rejected():
     with pytest.raises(ValueError, match="unknown data policy 'shuffle'"):
-        phase_start_state("shuffle", DataState())
+        phase_start_position("shuffle", DataPosition())
 
 
 def test_data_state_round_trips_as_dict():
-    state = DataState(mode="stream", position=12, high_water=12)
-    assert DataState(**json.loads(json.dumps(state.as_dict()))) == state
+    state = DataPosition(mode="stream", position=12, high_water=12)
+    assert DataPosition(**json.loads(json.dumps(state.as_dict()))) == state
 
 
 # ---------------------------------------------------------------- token accounting
 def test_batch_tokens_count_real_tokens_of_the_documents_read(store):
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     order = first_epoch()
     for start in (0, BATCH):
         batch = it.next_batch()
@@ -268,14 +268,14 @@ def test_batch_tokens_count_real_tokens_of_the_documents_read(store):
 
 
 def test_unique_tokens_first_pass_then_zero_on_a_second_pass(store):
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     start = it.state
     total = sum(it.next_batch().tokens for _ in range(3))  # documents 0..5 once
     assert total == sum(length(i) for i in range(6)) == 16
     assert it.unique_tokens(start, it.state) == 16
     # a second pass over the shard (continue wraps, reset rewinds) reads nothing new
     for policy in ("continue", "reset"):
-        again = iterator(store, phase_start_state(policy, it.state))
+        again = iterator(store, phase_start_position(policy, it.state))
         begin = again.state
         tokens = sum(again.next_batch().tokens for _ in range(3))
         assert tokens == 16
@@ -283,28 +283,28 @@ def test_unique_tokens_first_pass_then_zero_on_a_second_pass(store):
 
 
 def test_unique_tokens_of_a_partial_then_fresh_phase(store):
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     start = it.state
     first = read(it, 1)  # the first two documents of epoch 0's order
     assert it.unique_tokens(start, it.state) == sum(length(i) for i in first)
     # continue inside the shard: the other four documents are new
-    cont = iterator(store, phase_start_state("continue", it.state))
+    cont = iterator(store, phase_start_position("continue", it.state))
     begin = cont.state
     rest = read(cont, 2)
     assert sorted(first + rest) == list(range(SHARD))
     assert cont.unique_tokens(begin, cont.state) == sum(length(i) for i in rest)
     # fresh: documents 6..9
-    fresh = iterator(store, phase_start_state("fresh", cont.state))
+    fresh = iterator(store, phase_start_position("fresh", cont.state))
     begin = fresh.state
     tokens = sum(fresh.next_batch().tokens for _ in range(2))
     assert fresh.unique_tokens(begin, fresh.state) == tokens == sum(length(i) for i in range(6, 10))
 
 
 def test_unique_tokens_fresh_after_a_short_phase_counts_only_documents_read(store):
-    it = iterator(store, DataState())
+    it = iterator(store, DataPosition())
     start = it.state
     docs = read(it, 1)  # a phase shorter than the shard: two documents
-    fresh = iterator(store, phase_start_state("fresh", it.state))
+    fresh = iterator(store, phase_start_position("fresh", it.state))
     docs += read(fresh, 2)
     assert len(set(docs)) == len(docs)  # fresh reads none of the documents already read
     assert fresh.unique_tokens(start, fresh.state) == sum(length(i) for i in docs)

@@ -26,7 +26,7 @@ from normgrow.model.export import export_phase
 from normgrow.model.family import PREFIXES
 from normgrow.model.placement import PLACEMENTS
 from normgrow.model.student import BlockStackStudent
-from normgrow.train.checkpoint import save_student
+from normgrow.train.outputs import save_student
 
 BLOCKS, LAYERS = 3, 2
 IDS = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))

@@ -41,4 +41,5 @@ def test_the_torch_free_rooms_import_no_torch():
     model room's registry of placements (read by the schematics) load without torch or transformers."""
     spec = sorted(f"normgrow.spec.{p.stem}" for p in (REPO / "src" / "normgrow" / "spec").glob("*.py"))
     assert "normgrow.spec.curriculum" in spec and "normgrow.spec.execution" in spec
-    assert heavy_imports(*spec, "normgrow.cluster.plan", "normgrow.cluster.preflight", "normgrow.model.layout") == []
+    assert heavy_imports(*spec, "normgrow.cluster.plan", "normgrow.cluster.preflight", "normgrow.model.layout",
+                         "normgrow.paper.items") == []

@@ -14,7 +14,7 @@ from normgrow.paper.provenance import code_warning, phase_code
 from normgrow.paper.report import report_provenance
 from normgrow.paper.results import RunPhase, collect_phases
 from normgrow.spec import science_code
-from normgrow.spec.curriculum import DataState
+from normgrow.spec.curriculum import DataPosition
 
 PACKAGE = Path(science_code.__file__).parents[1]  # src/normgrow
 
@@ -65,20 +65,20 @@ def test_every_module_a_training_job_imports_is_phase_code_or_execution_only():
 
 
 def test_a_resumed_phase_lists_every_code_that_trained_it():
-    from normgrow.train.trainer import TrainState
+    from normgrow.train.trainer import PhaseProgress
 
-    state = TrainState.start(DataState())
+    state = PhaseProgress.start(DataPosition())
     now = science_code.record()
     state.trained_by(now)
     state.trained_by(now)
     assert state.code == [now]
     saved = json.loads(json.dumps(state.to_json()))
-    resumed = TrainState.from_json(saved)
+    resumed = PhaseProgress.from_json(saved)
     other = {**now, "digest": "0" * 16}
     resumed.trained_by(other)
     assert resumed.code == [now, other]
     del saved["code"]  # a resume state written before phases recorded their code
-    assert TrainState.from_json(saved).code == [science_code.UNRECORDED]
+    assert PhaseProgress.from_json(saved).code == [science_code.UNRECORDED]
 
 
 CURRENT = {"digest": "a" * 16, "torch": "2.9.0", "transformers": "4.57.0"}

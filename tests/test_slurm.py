@@ -1,5 +1,6 @@
 """The paper's command against a real SLURM: `snakemake --profile slurm results/paper` from the
-repository root, on the CI config, through a single-node cluster started here
+repository root, on the CI config's pre-joint and post-grow runs (tests/slurm/runs.yaml: every kind
+of job, each through sbatch), through a single-node cluster started here
 (tests/slurm/local_cluster.sh: Debian's slurm-wlm and munge, 4 fake GPUs).
 
 Needs root and the Debian packages; skipped without them unless NORMGROW_REQUIRE_SLURM=1 (set by
@@ -22,6 +23,9 @@ from conftest import REPO
 
 SCRIPT = REPO / "tests" / "slurm" / "local_cluster.sh"
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+CONFIGS = [str(REPO / "configs" / "ci.yaml"), str(REPO / "tests" / "slurm" / "resources.yaml"),
+           str(REPO / "tests" / "slurm" / "runs.yaml")]
+PHASES = 4  # pre-joint's one phase and post-grow's three
 TIMEOUT = 1500
 
 
@@ -54,8 +58,7 @@ def slurm_run(cluster, tmp_path_factory) -> tuple[Path, subprocess.CompletedProc
     # plugin's default, sacct where accounting exists), and the first check comes early.
     command = ["timeout", "-k", "30", str(TIMEOUT), SNAKEMAKE, "--profile", "slurm", "--directory", str(workdir),
                "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
-               "--configfile", str(REPO / "configs" / "ci.yaml"), str(REPO / "tests" / "slurm" / "resources.yaml"),
-               "--", "results/paper"]
+               "--configfile", *CONFIGS, "--", "results/paper"]
     # SLURM, not the test session (which hides GPUs, see conftest), decides which devices a job sees
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     proc = subprocess.run(command, cwd=REPO, env=env,
@@ -72,8 +75,9 @@ def test_ci_config_builds_the_paper_through_slurm(slurm_run):
     assert (paper / "tables" / "table1.csv").is_file()
     # every job but those that only build tables, figures and the report was submitted with sbatch
     submitted = Counter(re.findall(r"has been submitted with SLURM jobid \d+ \(log: \S*/rule_(\w+)/", proc.stdout))
-    assert submitted["train_phase"] == 18 and submitted["diagnose"] == 8, submitted  # each distinct phase once
-    assert {"corpus", "build_tokenizer", "tokenize_corpus", "pretrain_teacher", "check_teacher"} <= set(submitted)
+    assert submitted["train_phase"] == PHASES and submitted["diagnose"] == 3, submitted  # each phase once
+    assert {"corpus", "build_tokenizer", "tokenize_corpus", "pretrain_teacher", "check_teacher",
+            "probe_teacher"} <= set(submitted)
     assert not set(submitted) & {"collect_metrics", "paper", "run_index", "all"}
     assert re.search(r"localrule (paper|collect_metrics):", proc.stdout)
     # the sbatch output of every job, successful ones included, is kept (slurm-keep-successful-logs)
@@ -88,11 +92,11 @@ def test_every_phase_trained_with_two_ranks_on_its_gpu(slurm_run):
     workdir, proc = slurm_run
     assert proc.returncode == 0, proc.stdout[-5000:]
     states = list((workdir / "results" / "phases").glob("*/state.json"))
-    assert len(states) == 18
+    assert len(states) == PHASES
     for state in states:
         assert json.loads(state.read_text())["ranks"] == 2, state
     logs = list((workdir / "logs" / "phases").glob("*.log"))
-    assert len(logs) == 18
+    assert len(logs) == PHASES
     for log in logs:
         text = log.read_text()
         assert "--nproc_per_node=2" in text, log
@@ -131,8 +135,7 @@ def test_a_phase_past_its_time_limit_resumes_to_the_uninterrupted_result(slurm_r
     target = f"results/phases/{key}/state.json"
     command = ["timeout", "-k", "30", "900", SNAKEMAKE, "--profile", "slurm", "--directory", str(workdir),
                "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
-               "--configfile", str(REPO / "configs" / "ci.yaml"), str(REPO / "tests" / "slurm" / "resources.yaml"),
-               str(tmp_path / "limit.yaml"), "--forcerun", target, "--", target]
+               "--configfile", *CONFIGS, str(tmp_path / "limit.yaml"), "--forcerun", target, "--", target]
     # 12 updates of 8 s and more outlast the limit; SLURM's warning comes 30-90 s before it
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"} | {"NORMGROW_FAULT": f"slow@8000:{key}"}
     rerun = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from conftest import REPO, snakemake_command
 
-# The Snakemake report's names of results/paper's tables and figures (REPORT_ITEMS of
-# workflow/rules/common.smk); each caption opens with this name in bold.
+# The Snakemake report's names of results/paper's tables and figures (normgrow.paper.items,
+# restated here); each caption opens with this name in bold.
 NAMES = {"table1": "Table 1", "table2": "Table 2", "table3": "Table 3", "table4": "Table 4", "tableA1": "Table A1",
          "tableA2": "Table A2", "tableA3": "Table A3", "tableA4": "Table A4", "tableB3": "Table B3",
          "tableP1": "Table P1", "tableP2": "Table P2", "fig1_placements": "Fig. 1", "fig2_curricula": "Fig. 2",
@@ -80,7 +80,7 @@ def test_every_table_and_figure_is_a_report_item_with_its_caption(snakemake_repo
         assert key in results, key
         result = results[key]
         name = path.stem
-        assert name in NAMES, f"{name}: a table or figure the report does not name (REPORT_ITEMS)"
+        assert name in NAMES, f"{name}: a table or figure the report does not name (normgrow.paper.items)"
         labels = result["labels"]
         assert labels == {"item": NAMES[name], "shows": labels["shows"], "type": TYPES[path.suffix[1:]]}, labels
         assert labels["shows"], name

@@ -3,6 +3,7 @@
 # reaches a job through its params or inputs, so that changing it reruns the job; execution settings
 # (kind `execution`: threads, resources, train.state_every, train.loss_chunk, ...) are read by the job
 # from `snakemake.config`, so that changing them reruns nothing.
+from normgrow.paper.items import ITEMS, report_items
 from normgrow.spec import science_code
 from normgrow.spec.config import (
     built_runs,
@@ -129,47 +130,20 @@ def all_diagnostics():
     ]
 
 
-# How `snakemake --report` names and groups each table and figure of results/paper (rule paper's
-# report patterns); their captions are workflow/report/tables.rst and figures.rst, by the same names.
-REPORT_ITEMS = {
-    "table1": ("Table 1", "Main text", "placement × curriculum interaction: final validation CE"),
-    "table2": ("Table 2", "Main text", "single-block control: phase 0 of grow"),
-    "table3": ("Table 3", "Main text", "post-joint budget controls against post-grow"),
-    "table4": ("Table 4", "Main text", "block removal: ΔCE and angular distance per block"),
-    "tableA1": ("Table A1", "Appendix", "hyper-parameters of this run beside the paper's"),
-    "tableA2": ("Table A2", "Appendix", "training budgets from the logged token counts"),
-    "tableA3": ("Table A3", "Appendix", "freeze control against grow"),
-    "tableA4": ("Table A4", "Appendix", "training loss at the block-appending transitions"),
-    "tableB3": ("Table B3", "Appendix", "grow with the data iterator reset (App. B.3)"),
-    "tableP1": ("Table P1", "Beyond the paper", "every placement against pre-norm"),
-    "tableP2": ("Table P2", "Beyond the paper", "boundary RMS and block removal of every diagnosed grow run"),
-    "tableG1": ("Table G1", "Beyond the paper", "growth operators × placements: final validation CE, Δ_grow"),
-    "tableG2": ("Table G2", "Beyond the paper", "training loss at the transitions under each growth operator"),
-    "figG1_growth_operators": ("Fig. G1", "Beyond the paper", "final CE and Δ_grow under each growth operator"),
-    "fig1_placements": ("Fig. 1", "Main text", "where each placement's RMSNorms sit in one decoder layer"),
-    "fig2_curricula": ("Fig. 2", "Main text", "curricula: trained, frozen and inactive blocks per phase"),
-    "fig3a_interaction": ("Fig. 3a", "Main text", "placement × curriculum interaction plot"),
-    "fig3b_crossover": ("Fig. 3b", "Main text", "phase-wise pre/post crossover under growth"),
-    "fig4_boundary_rms": ("Fig. 4", "Main text", "block-boundary RMS across growth"),
-    "fig5a_token_types": ("Fig. 5a", "Main text", "token-type attribution of the scale drift"),
-    "fig5b_grow_validation": ("Fig. 5b", "Main text", "validation loss of grow with block-appending markers"),
-    "figA1_rms_distribution": ("Fig. A1", "Appendix", "final per-token RMS distributions and kurtosis"),
-    "figA2_block_removal": ("Fig. A2", "Appendix", "block removal: ΔCE and angular distance"),
-    "figP1_placements": ("Fig. P1", "Beyond the paper", "every placement against pre-norm"),
-    "validation_loss": ("Validation loss", "Beyond the paper", "validation CE of every run"),
-}
-
-
+# How `snakemake --report` names, groups and captions each table and figure of results/paper (rule
+# paper's report patterns): normgrow.paper.items, by file name.
 # (a figure's two types are a toggle in the report, the first in sort order shown first)
 REPORT_TYPES = {"csv": "CSV", "md": "Markdown", "tex": "LaTeX", "png": "image (PNG)", "pdf": "vector (PDF)"}
 
 
 def report_section(wildcards):
     """The report subcategory of a table or figure: where the paper has it."""
-    return REPORT_ITEMS.get(wildcards.name, (wildcards.name, "Other", ""))[1]
+    item = ITEMS.get(wildcards.name)
+    return item.section if item else "Other"
 
 
 def report_labels(wildcards):
     """The report labels of a table or figure file (shown instead of its file name)."""
-    name, _, shows = REPORT_ITEMS.get(wildcards.name, (wildcards.name, "Other", ""))
-    return {"item": name, "shows": shows, "type": REPORT_TYPES[wildcards.format]}
+    item = ITEMS.get(wildcards.name)
+    return {"item": item.label if item else wildcards.name, "shows": item.shows if item else "",
+            "type": REPORT_TYPES[wildcards.format]}

@@ -8,10 +8,10 @@ import torch
 from transformers import AutoConfig
 
 from normgrow.spec.logs import job_log
-from normgrow.train.checkpoint import student_from_checkpoint, write_json
 from normgrow.train.data import Batch, TokenStore, collate
 from normgrow.train.diagnostics import diagnose
 from normgrow.train.distributed import default_device
+from normgrow.train.outputs import student_from_checkpoint, write_json
 
 with job_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

@@ -14,6 +14,7 @@ import yaml
 from normgrow.paper import figures
 from normgrow.paper.claims import NOT_CHECKED, check_claims
 from normgrow.paper.document import STATUSES, Block, Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
+from normgrow.paper.items import ITEMS
 from normgrow.paper.preconditions import massive_activations_table, preconditions
 from normgrow.paper.provenance import (
     code_blocks,
@@ -27,7 +28,7 @@ from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import leaves_regime, regime
 from normgrow.paper.results import Results
 from normgrow.paper.roles import Role, by_role, has_role, run_roles
-from normgrow.paper.schematics import CAPTIONS, schematics
+from normgrow.paper.schematics import schematics
 from normgrow.paper.tables import build_tables, growth_operators, placements_with_roles
 from normgrow.spec.science_code import PACKAGES, digest
 
@@ -206,6 +207,13 @@ def regime_blocks(c: dict) -> list[Block]:
     return blocks
 
 
+def figure_block(path: Path) -> Figure:
+    """A figure of results/paper/figures with its caption (normgrow.paper.items)."""
+    item = ITEMS.get(path.stem)
+    caption = f"{item.heading()} {item.caption}" if item else path.stem
+    return Figure(Path("figures") / path.name, f"{caption} (PDF beside it in figures/)")
+
+
 def report_document(c: dict) -> list[Block]:
     """The report as one document (normgrow.paper.document), rendered to report.md and index.html."""
     blocks: list[Block] = [Heading("normgrow report", 1), Paragraph(INTRO)]
@@ -217,8 +225,7 @@ def report_document(c: dict) -> list[Block]:
                Grid(["", "this run", "paper"],
                     [[k, c["scale"][k], paper] for k, paper in paper_reference()["scale"].items()])]
     blocks.append(Heading("Placements and curricula"))
-    blocks += [Figure(Path("figures") / p.name, f"{CAPTIONS[p.stem]} (PDF beside it in figures/)")
-               for p in c["schematics"]]
+    blocks += [figure_block(p) for p in c["schematics"]]
     blocks += regime_blocks(c)
     blocks += [Heading("Claims"), Paragraph(VERDICT_NOTE.format(margin=c["margin"])),
                Grid(["claim", "paper", "this run", "verdict"],
@@ -231,7 +238,7 @@ def report_document(c: dict) -> list[Block]:
         blocks += [Paragraph("Not built by this configuration:"),
                    Items([(name, why, False) for name, why in c["not_built"].items()])]
     blocks.append(Heading("Figures"))
-    blocks += [Figure(Path("figures") / p.name, f"{p.stem} (PDF beside it in figures/)") for p in c["figures"]]
+    blocks += [figure_block(p) for p in c["figures"]]
     p = c["provenance"]
     blocks += [Heading("Provenance"),
                Items([("git commit", p["git commit"], True)] + [(k, v, False) for k, v in p["packages"].items()]

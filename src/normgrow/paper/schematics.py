@@ -316,19 +316,6 @@ def curriculum_timelines(config: dict, directory: Path) -> list[Path]:
         return save(fig, directory, "fig2_curricula")
 
 
-# The report's captions (index.html, report.md), by file name
-CAPTIONS = {
-    "fig1_placements": "Figure 1 (paper Fig. 1) — where each RMSNorm sits relative to the residual adds in one "
-                       "decoder layer of every placement this run builds (Mix-LN: one layer per kind, with its "
-                       "blocks), and the model-boundary norm (entry: on the embedding output; final: after the last "
-                       "active layer); beneath each, its updates. Drawn from normgrow.model.layout",
-    "fig2_curricula": "Figure 2 (paper Fig. 2) — every curriculum this run builds, phases left to right and blocks "
-                      "bottom to top: the blocks each phase trains, keeps frozen or leaves inactive, the blocks it "
-                      "appends (with the growth operator unless random), its budget and the data iterator's "
-                      "policy at its start. Drawn from the resolved curricula (normgrow.spec.curriculum)",
-}
-
-
 def schematics(config: dict, directory: Path) -> list[Path]:
     """Fig. 1 and Fig. 2 of this run's config into `directory` (PNG and PDF each)."""
     return placement_diagrams(config, directory) + curriculum_timelines(config, directory)

@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from normgrow.spec.curriculum import DataState, run_phases, shard_docs, snapshot_steps
+from normgrow.spec.curriculum import DataPosition, run_phases, shard_docs, snapshot_steps
 from normgrow.spec.kinds import SCHEMA, without_execution
 
 
@@ -102,7 +102,7 @@ def train_docs_required(config: dict, runs: list[str] | None = None) -> int:
     batch, shard = config["train"]["batch_size"], shard_docs(config)
     needed = 0
     for run in config["runs"] if runs is None else runs:
-        state = DataState()
+        state = DataPosition()
         for phase in run_phases(config, run):
             state = phase.start_state(state).advanced(phase.steps * batch, shard)
             needed = max(needed, state.high_water)

@@ -42,7 +42,7 @@ DOCUMENT_ORDER = "every epoch of the shard permuted by (seed, epoch)"
 
 # ---------------------------------------------------------------- the document iterator's position
 @dataclass(frozen=True)
-class DataState:
+class DataPosition:
     """Where a run's document iterator stands: mode (`shard` or `stream`), next position,
     documents read so far (normgrow.train.data.DocumentIterator reads from it)."""
 
@@ -50,7 +50,7 @@ class DataState:
     position: int = 0
     high_water: int = 0
 
-    def advanced(self, reads: int, shard_docs: int) -> DataState:
+    def advanced(self, reads: int, shard_docs: int) -> DataPosition:
         end = self.position + reads
         if self.mode == "stream":
             return replace(self, position=end, high_water=max(self.high_water, end))
@@ -63,7 +63,7 @@ class DataState:
 DATA_POLICIES = ("continue", "reset", "fresh")
 
 
-def phase_start_state(policy: str, previous: DataState) -> DataState:
+def phase_start_position(policy: str, previous: DataPosition) -> DataPosition:
     """The iterator at the start of a phase under data policy `continue` (where the previous phase
     left it), `reset` (the start of the shard) or `fresh` (stream mode, at the first document not
     yet read in this run)."""
@@ -153,8 +153,8 @@ class Phase:
         return lr_at(self.schedule_offset + t, self.schedule_length, training.lr, training.min_lr,
                      training.warmup_fraction)
 
-    def start_state(self, previous: DataState) -> DataState:
-        return phase_start_state(self.data, previous)
+    def start_state(self, previous: DataPosition) -> DataPosition:
+        return phase_start_position(self.data, previous)
 
     def identity(self) -> dict:
         """What of this phase determines its result, normalised (see the module docstring)."""

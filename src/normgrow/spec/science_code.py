@@ -35,7 +35,7 @@ PHASE_MODULES = (
     "model.layout",         # each placement's norms around the residual adds (the registry placement reads)
     "model.family",         # the teacher's decoder classes the student is built from
     "train.teacher",        # loading the teacher (and pretraining the embedded one)
-    "train.checkpoint",     # the weights a phase writes and the next one reads
+    "train.outputs",        # the weights a phase writes and the next one reads
     "train.resume",         # resume states: what a resumed phase continues from
     "train.distributed",    # FSDP2 sharding, the ranks' rows, reductions
 )

@@ -17,7 +17,7 @@ epoch 0's permutation, numbers past the shard are the training split's own. A ru
 [0, high_water) and no others (epoch 0 in order, `fresh` from the high-water mark on), which makes
 unique-token accounting exact.
 
-Phase data policies (normgrow.spec.curriculum.phase_start_state) set the iterator at phase start:
+Phase data policies (normgrow.spec.curriculum.phase_start_position) set the iterator at phase start:
 `continue` keeps it where the previous phase left it, `reset` rewinds it to the start of the shard,
 `fresh` switches to `stream` mode at the first document not yet read in this run (past the shard
 once the shard has been read).
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from normgrow.spec.curriculum import DataState
+from normgrow.spec.curriculum import DataPosition
 
 
 # ---------------------------------------------------------------- corpus and splits
@@ -332,7 +332,7 @@ def epoch_permutation(shard_docs: int, seed: int, epoch: int) -> np.ndarray:
 class DocumentIterator:
     """Training batches of one phase, read from `state` onward."""
 
-    def __init__(self, store: TokenStore, state: DataState, shard_docs: int, batch_size: int,
+    def __init__(self, store: TokenStore, state: DataPosition, shard_docs: int, batch_size: int,
                  pad_id: int, seed: int):
         self.store, self.state = store, state
         self.shard_docs, self.batch_size, self.pad_id, self.seed = shard_docs, batch_size, pad_id, seed
@@ -358,7 +358,7 @@ class DocumentIterator:
         self.state = self.state.advanced(self.batch_size, self.shard_docs)
         return collate(self.store.get(indices), self.pad_id)
 
-    def unique_tokens(self, start: DataState, end: DataState) -> int:
+    def unique_tokens(self, start: DataPosition, end: DataPosition) -> int:
         """Tokens of the documents first read between two states (unique-token accounting)."""
         read = [self.in_reading_order(n) for n in range(start.high_water, end.high_water)]
         return int(self.store.lengths[read].sum())

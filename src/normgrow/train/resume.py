@@ -5,7 +5,7 @@ Every `state_every` updates the trainer saves everything needed to continue bit-
 - `state-{step}/`: model and optimizer state through torch.distributed.checkpoint (DCP) — each rank
   writes its own shards, and a state saved by N ranks loads into any number of ranks (DCP reshards);
   plus `progress.json`: the RNG states (torch, numpy, python) and the trainer's own state (the update
-  count, the document iterator, token counters and the metrics so far: normgrow.train.trainer.TrainState),
+  count, the document iterator, token counters and the metrics so far: normgrow.train.trainer.PhaseProgress),
   all as data — loading a state runs no code (no pickle);
 - `state-{step}.json`, written last by rank 0: the SHA-256 of every file of the directory and the
   hash of the phase spec.
@@ -27,8 +27,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-from normgrow.train.checkpoint import atomic_write
 from normgrow.train.distributed import Ranks
+from normgrow.train.outputs import atomic_write
 
 
 class CorruptStateError(RuntimeError):

@@ -12,7 +12,7 @@ import torch
 from tqdm import tqdm
 
 from normgrow.spec.schedule import lr_at
-from normgrow.train.data import DataState, DocumentIterator, TokenStore, fixed_batches
+from normgrow.train.data import DataPosition, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import default_device
 from normgrow.train.evaluate import causal_lm_ce
 from normgrow.train.forward import causal_lm_logits, positions_and_labels
@@ -53,7 +53,7 @@ def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed
     model = Qwen3ForCausalLM(config).to(default_device())
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec["lr"], betas=(0.9, 0.95),
                                   weight_decay=spec["weight_decay"])
-    batches = DocumentIterator(train, DataState(), len(train), spec["batch_size"], pad_id, seed)
+    batches = DocumentIterator(train, DataPosition(), len(train), spec["batch_size"], pad_id, seed)
     steps = spec["steps"]
     progress = tqdm(range(1, steps + 1), desc="teacher pretraining", mininterval=5, file=log)
     for t in progress:

@@ -49,15 +49,15 @@ from tqdm import tqdm
 
 from normgrow.model.student import BlockStackStudent
 from normgrow.spec import science_code
-from normgrow.spec.curriculum import DataState, PhaseSpec, Training, snapshot_steps, stream_key
+from normgrow.spec.curriculum import DataPosition, PhaseSpec, Training, snapshot_steps, stream_key
 from normgrow.spec.execution import RESUME_DIR, Execution
-from normgrow.train.checkpoint import atomic_write, load_student, read_json, save_student, write_json
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import Ranks, process_group, shard_student
 from normgrow.train.evaluate import evaluate_students
 from normgrow.train.faults import Faults
 from normgrow.train.forward import Distillation, LossInputs
 from normgrow.train.objective import Objective, loss_positions
+from normgrow.train.outputs import atomic_write, load_student, read_json, save_student, write_json
 from normgrow.train.resume import ResumeStore, rng_state, seed_all, set_rng_state
 from normgrow.train.teacher import load_teacher
 from normgrow.train.tracking import Tracker
@@ -182,13 +182,13 @@ def shares_teacher_forward(students: int) -> bool:
 
 
 @dataclass
-class TrainState:
+class PhaseProgress:
     """What a phase in progress has done besides its weights and optimizer: the updates made, where
     the document iterator stands, the token counters and the metric rows so far. A resume state
     stores it as JSON (normgrow.train.resume), so that loading one runs no code."""
 
     step: int
-    data: DataState
+    data: DataPosition
     counters: dict[str, int]
     train_rows: list[dict] = field(default_factory=list)
     eval_rows: list[dict] = field(default_factory=list)
@@ -200,15 +200,15 @@ class TrainState:
             self.code.append(code)
 
     @classmethod
-    def start(cls, data: DataState) -> TrainState:
+    def start(cls, data: DataPosition) -> PhaseProgress:
         return cls(step=0, data=data, counters=dict.fromkeys(COUNTERS, 0))
 
     def to_json(self) -> dict:
         return {**asdict(self), "data": self.data.as_dict()}
 
     @classmethod
-    def from_json(cls, saved: dict) -> TrainState:
-        return cls(**{"code": [science_code.UNRECORDED], **saved, "data": DataState(**saved["data"])})
+    def from_json(cls, saved: dict) -> PhaseProgress:
+        return cls(**{"code": [science_code.UNRECORDED], **saved, "data": DataPosition(**saved["data"])})
 
 
 class GroupTrainer:
@@ -217,8 +217,12 @@ class GroupTrainer:
     runs the teacher on it once and steps every student on it (`step`), evaluates and saves states
     when due, and finishes every phase.
 
-    A student whose update fails (a non-finite loss) leaves the group with an error naming it; the
-    others train to the end and save a final resume state before the job fails (`GroupFailed`)."""
+    A phase alone is a group of one, on the same path. A student whose update fails (a non-finite
+    loss) leaves the group with an error naming it; the others train to the end. Every student that
+    trains to the end saves a final resume state before its outputs are written, so that work
+    survives a sibling's failure or a kill in between. When every student failed the job fails with
+    their own error (FloatingPointError) and writes nothing; when some finished, with `GroupFailed`,
+    and rerunning it writes their outputs without training them again."""
 
     def __init__(self, tasks: list[PhaseTask], teacher, tokens_dir: Path, ranks: Ranks, log):
         self.teacher, self.ranks, self.log = teacher, ranks, log
@@ -232,7 +236,7 @@ class GroupTrainer:
         self.steps, self.eval_every = first.spec.phase.steps, first.spec.training.eval_every
         self.state_every, self.pad_id, self.valid = first.execution.state_every, first.pad_id, first.valid
         self.layout = first.layout
-        self.grouped = len(tasks) > 1
+        self.label = first.label if len(tasks) == 1 else f"group of {len(tasks)}"
         self.faults = Faults.from_environment()
         self.failures: list[str] = []
         self.resume_together()
@@ -246,15 +250,15 @@ class GroupTrainer:
         common = min(unfinished, default=self.steps)
         for member, step in zip(self.members, latest, strict=True):
             member.load_state(self.steps if step == self.steps else common)
-        if self.grouped:
-            print(f"group of {len(self.members)} students on one teacher forward per batch: " +
+        if len(self.members) > 1:
+            print(f"{self.label} students on one teacher forward per batch: " +
                   ", ".join(m.label for m in self.members), file=self.log, flush=True)
 
     def run(self) -> list[dict]:
         live = [m for m in self.members if m.state.step < self.steps]
         start = min((m.state.step for m in live), default=self.steps)
         sigterm = SigtermFlag()
-        label = self.members[0].label if not self.grouped else f"group of {len(self.members)}"
+        label = self.label
         progress = tqdm(range(start + 1, self.steps + 1), desc=label, mininterval=5, file=self.log, initial=start,
                         total=self.steps, disable=not self.ranks.main)
         try:
@@ -275,13 +279,14 @@ class GroupTrainer:
                     raise Preempted(f"{label}: SIGTERM at update {t}; states saved in " +
                                     ", ".join(str(m.out / RESUME_DIR) for m in live) + "; rerun to resume")
                 self.faults.after_state(t)
-            if self.grouped:  # finished work survives a sibling's failure or a kill before every output is written
-                for member in live:
-                    member.save_state()
+            for member in live:  # finished work survives a sibling's failure or a kill before every output is written
+                member.save_state()
         finally:
             sigterm.restore()
             for member in self.members:
                 member.tracker.finish()
+        if len(self.failures) == len(self.members):  # nothing finished: the students' own error, no outputs
+            raise FloatingPointError("; ".join(self.failures))
         if self.failures:
             raise GroupFailed("; ".join(self.failures) + ". The other students of the group finished and kept a final "
                               "resume state: rerunning the group writes their outputs without training them again.")
@@ -303,16 +308,16 @@ class GroupTrainer:
         rows = self.layout(self.ranks.rows(batch, self.pad_id))
         shared = shares_teacher_forward(len(live))  # one teacher forward for all, or inside the one student's step
         inputs = LossInputs.of(rows, int(loss_positions(batch.attention_mask).sum()), self.teacher if shared else None)
-        still = []
+        still, failed = [], []
         for member in live:
             try:
                 member.update(t, batch, inputs)
                 still.append(member)
             except FloatingPointError as error:
-                if not self.grouped:
-                    raise
-                print(f"{error}; the group continues without it", file=self.log, flush=True)
-                self.failures.append(str(error))
+                failed.append(str(error))
+        for error in failed if still else []:
+            print(f"{error}; the group continues without it", file=self.log, flush=True)
+        self.failures += failed
         return still
 
     def evaluate(self, t: int, live: list[PhaseTrainer]) -> None:
@@ -347,7 +352,7 @@ class PhaseTrainer:
         self.distillation = Distillation(teacher, Objective(**spec.objective), execution.loss_chunk, ranks.world)
         valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), training.batch_size, self.pad_id)
         self.valid = [self.layout(ranks.rows(batch, self.pad_id)) for batch in valid_batches]  # this rank's, once
-        self.start_data = spec.phase.start_state(DataState(**self.before["data"]))
+        self.start_data = spec.phase.start_state(DataPosition(**self.before["data"]))
         self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.start_data, spec.shard_docs,
                                         training.batch_size, self.pad_id, spec.seed)
         self.layers = spec.phase.active_blocks * spec.student["layers_per_block"]
@@ -356,7 +361,7 @@ class PhaseTrainer:
         self.snapshots = set(snapshot_steps(spec.phase.steps, execution.snapshots))
         self.faults = Faults.from_environment().for_phase(spec.key)
         self.rng = rng_state()
-        self.state = TrainState.start(self.start_data)
+        self.state = PhaseProgress.start(self.start_data)
 
     @contextmanager
     def own_rng(self):
@@ -373,7 +378,7 @@ class PhaseTrainer:
         with self.own_rng():
             saved = self.resume.load_latest(self.student, self.optimizer, at_most=at_most)
         if saved is not None:
-            self.state = TrainState.from_json(saved)
+            self.state = PhaseProgress.from_json(saved)
             self.batches.state = self.state.data
             print(f"{self.label}: resumed from the state at update {self.state.step}", file=self.log, flush=True)
         if self.state.step < self.spec.phase.steps:
@@ -469,7 +474,7 @@ def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Modul
     student = BlockStackStudent.from_teacher(teacher, spec.placement, s["blocks"], s["layers_per_block"],
                                              spec.seed, s["attn_implementation"])
     if spec.index == 0:
-        before = {"data": DataState().as_dict(), "run_counters": dict.fromkeys(COUNTERS, 0), "global_step": 0}
+        before = {"data": DataPosition().as_dict(), "run_counters": dict.fromkeys(COUNTERS, 0), "global_step": 0}
     else:
         before = read_json(previous / "state.json")
         load_student(student, previous / "student.safetensors")

@@ -1,4 +1,5 @@
-"""Phase outputs: the student's unsharded weights (safetensors) and its JSON state, written atomically."""
+"""A job's files: the student's unsharded weights (safetensors) and JSON (a phase's state.json, the
+diagnostics), written atomically, and the student loaded back from them."""
 
 from __future__ import annotations
 
