@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -51,6 +52,17 @@ def written_job_counts() -> dict[tuple[str, str], int]:
 JOB_COUNTS = written_job_counts()
 
 
+def local_teachers(args) -> list[str]:
+    """The relative teacher directories (teacher.name) of the repository's configs a command names."""
+    names = []
+    for arg in map(str, args):
+        if arg.startswith("configs/") and arg.endswith(".yaml"):
+            name = (yaml.safe_load((REPO / arg).read_text()) or {}).get("teacher", {}).get("name")
+            if name and not Path(name).is_absolute() and name.startswith("results/"):
+                names.append(name)
+    return names
+
+
 def test_the_commands_are_found():
     where = {w for w, _ in WRITTEN}
     assert {"workflow.md", "cluster.md", "miniature.md", "ci.yaml", "mid.yaml", "paper.yaml"} <= where
@@ -67,6 +79,8 @@ def test_written_command_dry_runs(command, tmp_path):
         pytest.skip("reports a finished run (tests/test_snakemake_report.py runs it on the CI run)")
     (tmp_path / "my.yaml").write_text("{}\n")  # the docs' placeholder for a user's own config
     args = [tmp_path / "my.yaml" if a == "my.yaml" else a for a in shlex.split(command)[1:]]
+    for teacher in local_teachers(args):  # written by a step before the command (its config's header says which)
+        (tmp_path / teacher).mkdir(parents=True)
     dry = [SNAKEMAKE, "-n", "--directory", str(tmp_path), *map(str, args)]
     proc = subprocess.run(dry, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert proc.returncode == 0, f"{where}: {command}\n{proc.stdout[-3000:]}"
