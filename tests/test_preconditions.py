@@ -70,6 +70,18 @@ def test_a_failing_precondition_takes_the_run_out_of_the_regime(failing):
     assert "not in regime" in verdict_text(type("Claim", (), {"verdict": "agrees", "seeds": 3})(), bool(c["outside"]))
 
 
+def test_a_precondition_this_configuration_cannot_measure_is_never_called_in_regime():
+    """Joint runs alone (the calibration): baseline parity needs the grow runs, so it is unmeasured and
+    the report says the regime is not shown rather than "in the paper's regime"."""
+    joint = results_of(joint=(3.00, 3.001), grow=(2.90, 2.80), noise=0.01)
+    c = context(Results(joint.phases[joint.phases["run"].isin(["pre-joint", "post-joint"])]))
+    assert c["outside"] == [] and [p.in_regime for p in c["preconditions"]].count(None) == 1
+    text = to_markdown(regime_blocks(c))
+    assert "Not shown to be in the paper's regime (baseline parity" in text and "In the paper's regime" not in text
+    claim = type("Claim", (), {"verdict": "agrees", "seeds": 3})()
+    assert verdict_text(claim, bool(c["outside"]), bool(c["unmeasured"])) == "agrees (regime not shown)"
+
+
 def test_parity_is_judged_against_the_interaction_with_one_seed():
     tie = by_name(context(results_of(seeds=(1,), joint=(3.0, 3.02), grow=(2.9, 2.8)))["preconditions"])
     assert tie["baseline parity"].in_regime  # |0.02| ≤ 0.25 × 0.12

@@ -160,15 +160,19 @@ PRECONDITION_NOTE = ("Preconditions: the paper's starting point (a tie under joi
 IN_REGIME_NOTE = "In the paper's regime: every condition kept and every precondition present."
 OUTSIDE_NOTE = ("Not in the paper's regime ({names}): the verdicts below describe this run only and cannot "
                 "speak to the paper's claims.")
+UNMEASURED_NOTE = ("Not shown to be in the paper's regime ({names}: not measured by this configuration): the "
+                   "verdicts below describe this run only.")
 
 
 def regime_context(config: dict, teacher: dict, probe: dict, data: dict, results: Results) -> dict:
     """The conditions kept (normgrow.paper.regime), the preconditions (normgrow.paper.preconditions),
-    the names of those that fail (`outside`: the run is in the paper's regime only when it is empty)
-    and the massive-activation table."""
+    the names of those that fail (`outside`) and of the preconditions this configuration cannot measure
+    (`unmeasured`; the run is in the paper's regime only when both are empty), and the massive-activation
+    table."""
     conditions = regime(config, teacher, data, results.phases, paper_reference()["regime"])
     required = preconditions(results, data, probe, paper_reference()["preconditions"])
     return {"regime": conditions, "preconditions": required, "outside": leaves_regime(conditions + required),
+            "unmeasured": [p.name for p in required if p.in_regime is None],
             "massive": massive_activations_table(probe, results.rms)}
 
 
@@ -176,10 +180,13 @@ def regime_status(p, held: str = "kept", failed: str = "NOT kept") -> str:
     return "–" if p.in_regime is None else held if p.in_regime else failed
 
 
-def verdict_text(claim, outside: bool) -> str:
+def verdict_text(claim, outside: bool, unmeasured: bool = False) -> str:
+    """A claim's verdict with what qualifies it: one seed, a run out of the regime (`outside`), or one whose
+    preconditions were not all measured (`unmeasured`)."""
     if claim.verdict == NOT_CHECKED:
         return claim.verdict
-    return claim.verdict + (" (1 seed)" if claim.seeds == 1 else "") + (" (not in regime)" if outside else "")
+    regime = " (not in regime)" if outside else " (regime not shown)" if unmeasured else ""
+    return claim.verdict + (" (1 seed)" if claim.seeds == 1 else "") + regime
 
 
 def regime_blocks(c: dict) -> list[Block]:
@@ -196,6 +203,9 @@ def regime_blocks(c: dict) -> list[Block]:
                      for p in c["preconditions"]])]
     if c["outside"]:
         blocks.append(Paragraph(OUTSIDE_NOTE.format(names="; ".join(c["outside"])), "warning", "Not in regime."))
+    elif c["unmeasured"]:
+        blocks.append(Paragraph(UNMEASURED_NOTE.format(names="; ".join(c["unmeasured"])), "warning",
+                                "Regime not shown."))
     else:
         blocks.append(Paragraph(IN_REGIME_NOTE))
     blocks += [Paragraph("Massive activations: per layer of the teacher, and per block boundary of each diagnosed "
@@ -229,7 +239,7 @@ def report_document(c: dict) -> list[Block]:
     blocks += regime_blocks(c)
     blocks += [Heading("Claims"), Paragraph(VERDICT_NOTE.format(margin=c["margin"])),
                Grid(["claim", "paper", "this run", "verdict"],
-                    [[cl.name, cl.paper, cl.ours, verdict_text(cl, bool(c["outside"]))] for cl in c["claims"]],
+                    [[cl.name, cl.paper, cl.ours, verdict_text(cl, bool(c["outside"]), bool(c["unmeasured"]))] for cl in c["claims"]],
                     [cl.verdict if cl.verdict in STATUSES else None for cl in c["claims"]])]
     blocks.append(Heading("Tables"))
     for table in c["tables"]:
