@@ -106,7 +106,7 @@ def test_trainable_blocks():
     assert blocks(1, "newest").trainable_blocks == (0,)
 
 
-def test_phase_start_states():
+def test_phase_start_positions():
     read = DataPosition(mode="shard", position=1500, high_water=1200)
     assert phase_start_position("continue", read) == read
     assert phase_start_position("reset", read) == DataPosition("shard", 0, 1200)

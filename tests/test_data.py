@@ -54,8 +54,8 @@ def store(tmp_path) -> TokenStore:
     return TokenStore(tmp_path / "tokens")
 
 
-def iterator(store: TokenStore, state: DataPosition, seed: int = SEED) -> DocumentIterator:
-    return DocumentIterator(store, state, shard_docs=SHARD, batch_size=BATCH, pad_id=PAD, seed=seed)
+def iterator(store: TokenStore, start: DataPosition, seed: int = SEED) -> DocumentIterator:
+    return DocumentIterator(store, start, shard_docs=SHARD, batch_size=BATCH, pad_id=PAD, seed=seed)
 
 
 def read(it: DocumentIterator, batches: int) -> list[int]:
@@ -145,11 +145,11 @@ def test_continue_wraps_within_the_shard(store):
     assert docs[:6] == first_epoch()
     assert docs[6:] == perm[:4]
     assert all(d < SHARD for d in docs)
-    assert it.state == DataPosition(mode="shard", position=10, high_water=SHARD)
+    assert it.at == DataPosition(mode="shard", position=10, high_water=SHARD)
     # `continue` keeps the iterator where it stopped: the next phase finishes epoch 1
-    nxt = iterator(store, phase_start_position("continue", it.state))
+    nxt = iterator(store, phase_start_position("continue", it.at))
     assert read(nxt, 1) == perm[4:6]
-    assert nxt.state.high_water == SHARD
+    assert nxt.at.high_water == SHARD
 
 
 def test_same_seed_same_order_and_other_seed_other_order(store):
@@ -181,7 +181,7 @@ def test_the_seed_sets_the_order_of_the_first_epoch_too(store):
 def test_reset_rewinds_to_the_start_of_the_shard(store):
     it = iterator(store, DataPosition())
     read(it, 4)
-    start = phase_start_position("reset", it.state)
+    start = phase_start_position("reset", it.at)
     assert start == DataPosition(mode="shard", position=0, high_water=SHARD)
     assert read(iterator(store, start), 3) == first_epoch()
 
@@ -189,7 +189,7 @@ def test_reset_rewinds_to_the_start_of_the_shard(store):
 def test_fresh_after_a_short_phase_starts_at_the_first_unread_document(store):
     it = iterator(store, DataPosition())
     read(it, 2)  # four documents of the shard: high water 4 < shard
-    start = phase_start_position("fresh", it.state)
+    start = phase_start_position("fresh", it.at)
     assert start == DataPosition(mode="stream", position=4, high_water=4)
     assert read(iterator(store, start), 2) == first_epoch()[4:] + [6, 7]
 
@@ -197,16 +197,16 @@ def test_fresh_after_a_short_phase_starts_at_the_first_unread_document(store):
 def test_fresh_reads_past_the_shard_and_never_wraps(store):
     it = iterator(store, DataPosition())
     read(it, 3)  # the whole shard
-    start = phase_start_position("fresh", it.state)
+    start = phase_start_position("fresh", it.at)
     assert start.mode == "stream"
     assert start.position == SHARD
     fresh = iterator(store, start)
     assert read(fresh, 2) == [6, 7, 8, 9]
-    assert fresh.state.high_water == 10
+    assert fresh.at.high_water == 10
     with pytest.raises(IndexError, match=r"training document 11, but the train split holds 10"):
         fresh.next_batch()
     # the failed read did not move the iterator
-    assert fresh.state.position == 10
+    assert fresh.at.position == 10
 
 
 def test_a_batch_one_document_past_the_train_split_is_refused_and_reads_nothing(store):
@@ -215,7 +215,7 @@ def test_a_batch_one_document_past_the_train_split_is_refused_and_reads_nothing(
     it = iterator(store, start)
     with pytest.raises(IndexError, match=r"training document 10, but the train split holds 10"):
         it.next_batch()
-    assert it.state == start
+    assert it.at == start
 
 
 @pytest.mark.parametrize("before", ["continue past the shard", "reset then one batch"])
@@ -223,13 +223,13 @@ def test_fresh_starts_at_the_high_water_not_the_position(store, before):
     it = iterator(store, DataPosition())
     if before == "continue past the shard":
         read(it, 4)  # the shard, then 2 documents into its second epoch
-        assert it.state == DataPosition(mode="shard", position=8, high_water=SHARD)
+        assert it.at == DataPosition(mode="shard", position=8, high_water=SHARD)
     else:
         read(it, 3)
-        it = iterator(store, phase_start_position("reset", it.state))
+        it = iterator(store, phase_start_position("reset", it.at))
         read(it, 1)
-        assert it.state == DataPosition(mode="shard", position=BATCH, high_water=SHARD)
-    start = phase_start_position("fresh", it.state)
+        assert it.at == DataPosition(mode="shard", position=BATCH, high_water=SHARD)
+    start = phase_start_position("fresh", it.at)
     assert start == DataPosition(mode="stream", position=SHARD, high_water=SHARD)
     assert read(iterator(store, start), 1) == [6, 7]
 
@@ -237,10 +237,10 @@ def test_fresh_starts_at_the_high_water_not_the_position(store, before):
 def test_fresh_after_fresh_starts_at_the_high_water(store):
     it = iterator(store, DataPosition())
     read(it, 3)
-    first = iterator(store, phase_start_position("fresh", it.state))
+    first = iterator(store, phase_start_position("fresh", it.at))
     read(first, 1)
-    assert first.state.high_water == 8
-    second = phase_start_position("fresh", first.state)
+    assert first.at.high_water == 8
+    second = phase_start_position("fresh", first.at)
     assert second == DataPosition(mode="stream", position=8, high_water=8)
     assert read(iterator(store, second), 1) == [8, 9]
 
@@ -269,45 +269,45 @@ def test_batch_tokens_count_real_tokens_of_the_documents_read(store):
 
 def test_unique_tokens_first_pass_then_zero_on_a_second_pass(store):
     it = iterator(store, DataPosition())
-    start = it.state
+    start = it.at
     total = sum(it.next_batch().tokens for _ in range(3))  # documents 0..5 once
     assert total == sum(length(i) for i in range(6)) == 16
-    assert it.unique_tokens(start, it.state) == 16
+    assert it.unique_tokens(start, it.at) == 16
     # a second pass over the shard (continue wraps, reset rewinds) reads nothing new
     for policy in ("continue", "reset"):
-        again = iterator(store, phase_start_position(policy, it.state))
-        begin = again.state
+        again = iterator(store, phase_start_position(policy, it.at))
+        begin = again.at
         tokens = sum(again.next_batch().tokens for _ in range(3))
         assert tokens == 16
-        assert again.unique_tokens(begin, again.state) == 0
+        assert again.unique_tokens(begin, again.at) == 0
 
 
 def test_unique_tokens_of_a_partial_then_fresh_phase(store):
     it = iterator(store, DataPosition())
-    start = it.state
+    start = it.at
     first = read(it, 1)  # the first two documents of epoch 0's order
-    assert it.unique_tokens(start, it.state) == sum(length(i) for i in first)
+    assert it.unique_tokens(start, it.at) == sum(length(i) for i in first)
     # continue inside the shard: the other four documents are new
-    cont = iterator(store, phase_start_position("continue", it.state))
-    begin = cont.state
+    cont = iterator(store, phase_start_position("continue", it.at))
+    begin = cont.at
     rest = read(cont, 2)
     assert sorted(first + rest) == list(range(SHARD))
-    assert cont.unique_tokens(begin, cont.state) == sum(length(i) for i in rest)
+    assert cont.unique_tokens(begin, cont.at) == sum(length(i) for i in rest)
     # fresh: documents 6..9
-    fresh = iterator(store, phase_start_position("fresh", cont.state))
-    begin = fresh.state
+    fresh = iterator(store, phase_start_position("fresh", cont.at))
+    begin = fresh.at
     tokens = sum(fresh.next_batch().tokens for _ in range(2))
-    assert fresh.unique_tokens(begin, fresh.state) == tokens == sum(length(i) for i in range(6, 10))
+    assert fresh.unique_tokens(begin, fresh.at) == tokens == sum(length(i) for i in range(6, 10))
 
 
 def test_unique_tokens_fresh_after_a_short_phase_counts_only_documents_read(store):
     it = iterator(store, DataPosition())
-    start = it.state
+    start = it.at
     docs = read(it, 1)  # a phase shorter than the shard: two documents
-    fresh = iterator(store, phase_start_position("fresh", it.state))
+    fresh = iterator(store, phase_start_position("fresh", it.at))
     docs += read(fresh, 2)
     assert len(set(docs)) == len(docs)  # fresh reads none of the documents already read
-    assert fresh.unique_tokens(start, fresh.state) == sum(length(i) for i in docs)
+    assert fresh.unique_tokens(start, fresh.at) == sum(length(i) for i in docs)
 
 
 # ---------------------------------------------------------------- tokenizer

@@ -48,9 +48,9 @@ def test_every_mapping_is_ascii_latex():
 
 @pytest.mark.parametrize("char", ["中", "😀", "∀", "\x07"])
 def test_a_character_without_a_mapping_is_refused_by_name(char):
-    t = Table("tableX", "Table X")
+    t = Table("table1", "X")
     t.add("row", "column", text=f"a {char} b")
-    with pytest.raises(UnmappedCharacter, match=rf"table tableX: character .*U\+{ord(char):04X}") as refused:
+    with pytest.raises(UnmappedCharacter, match=rf"table table1: character .*U\+{ord(char):04X}") as refused:
         t.latex()
     assert refused.value.char == char
 
@@ -99,7 +99,7 @@ def test_every_table_compiles_with_pdflatex(pdflatex, tmp_path):
 
 def test_latex_errors_names_the_table_that_does_not_compile(pdflatex, tmp_path):
     """The compile check itself: a raw Unicode character stops pdflatex, and the table is named."""
-    table = Table("t", "fine")
+    table = Table("table1", "fine")
     table.add("row", "column", text="-0.5 ≈ Σ")
     good, bad = tmp_path / "good.tex", tmp_path / "bad.tex"
     good.write_text(table.latex())

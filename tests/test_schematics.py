@@ -158,7 +158,8 @@ def test_both_figures_are_written_and_shown_near_the_top(config, tmp_path):
 
     blocks = report_document({"far": False, "scale": dict.fromkeys(paper_reference()["scale"], "-"), "regime": [],
                               "preconditions": [], "massive": pd.DataFrame(columns=["model"]),
-                              "outside": [], "unmeasured": [], "claims": [], "margin": 0.01, "tables": [], "not_built": {},
+                              "outside": [], "unmeasured": [], "claims": [], "margin": 0.01, "tables": [],
+                              "not_built": {},
                               "schematics": pngs, "figures": [], "config": config,
                               "provenance": {"git commit": "abc", "packages": {}, "data": {}, "hub": {},
                                              "code": [], "current code": {"digest": "x", "torch": "t",

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from normgrow.cluster.launch import read_phase_arguments
+from normgrow.spec.execution import PHASE_FILES
 from normgrow.train import threads  # noqa: F401  (before torch: OpenMP's spin, normgrow.train.threads)
 from normgrow.train.trainer import PhaseTask, Preempted, train_phases
 
@@ -134,7 +135,7 @@ def print_phases(args) -> int:
 
         current = digest()
         for key in table.specs:
-            state = Path("results/phases") / key / "state.json"
+            state = Path("results/phases") / key / PHASE_FILES["state"]
             if state.is_file() and trained_by_other_code(json.loads(state.read_text()), current):
                 print(state)
         return 0

@@ -21,6 +21,7 @@ from normgrow.spec.curriculum import (
     run_checkpoints,
     run_phases,
 )
+from normgrow.spec.execution import PHASE_FILES, SNAPSHOTS_DIR
 from normgrow.spec.kinds import without_execution
 
 validate_config(config)  # the schema is package data: normgrow/spec/config.schema.yaml
@@ -69,16 +70,12 @@ GROUPS = PHASES.groups(config["resources"]["train"]["group_size"])
 GROUPED = [key for group in GROUPS for key in group.keys]
 
 
-# A phase's declared outputs by name (snapshots: a directory); its resume states and the ranks' arguments
-# are the job's own state, not outputs (normgrow.spec.execution: RESUME_DIR, TASKS_FILE).
-PHASE_FILES = {"student": "student.safetensors", "state": "state.json", "train": "train.csv", "eval": "eval.csv"}
-
-
 def phase_outputs(key):
-    """A phase's declared outputs, by name: PHASE_FILES and its snapshots directory."""
+    """A phase's declared outputs, by name: normgrow.spec.execution's PHASE_FILES and its snapshots directory
+    (its resume states and the ranks' arguments are the job's own state, not outputs: RESUME_DIR, TASKS_FILE)."""
     folder = PHASE_DIR.format(key=key)
     return {**{name: f"{folder}/{file}" for name, file in PHASE_FILES.items()},
-            "snapshots": directory(f"{folder}/snapshots")}
+            "snapshots": directory(f"{folder}/{SNAPSHOTS_DIR}")}
 
 
 def previous_files(key):

@@ -2,13 +2,15 @@
 diagnostics, into tidy tables under results/metrics/."""
 
 from normgrow.paper.results import collect_diagnostics, collect_phases, collect_transitions, run_layout
+from normgrow.spec.execution import PHASE_FILES
 from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     out = snakemake.output
     layout = run_layout(snakemake.input.indexes)
     evals, phases = collect_phases(layout)
-    transitions = collect_transitions(phases, {(e.run, e.seed, e.phase): e.folder / "train.csv" for e in layout})
+    train_logs = {(e.run, e.seed, e.phase): e.folder / PHASE_FILES["train"] for e in layout}
+    transitions = collect_transitions(phases, train_logs)
     rms, removal = collect_diagnostics(snakemake.input.diagnostics)
     for frame, path in ((evals, out.evals), (phases, out.phases), (transitions, out.transitions),
                         (rms, out.boundary_rms), (removal, out.block_removal)):

@@ -31,6 +31,7 @@ from safetensors import safe_open
 
 from normgrow.model.placement import layer_classes
 from normgrow.model.student import BlockStackStudent, student_config
+from normgrow.spec.execution import PHASE_FILES
 
 BLOCK = re.compile(r"blocks\.(\d+)\.(\d+)\.")
 # The remote code of a non-pre-norm export: these package modules and the package modules they import,
@@ -46,7 +47,7 @@ def read_phase(phase_dir: Path) -> dict:
     """The phase's placement, K, L and active blocks, from state.json and the checkpoint's names;
     a FileNotFoundError or ValueError naming the file for a directory that is not a phase's output."""
     phase_dir = Path(phase_dir)
-    state_path, weights = phase_dir / "state.json", phase_dir / "student.safetensors"
+    state_path, weights = phase_dir / PHASE_FILES["state"], phase_dir / PHASE_FILES["student"]
     for path in (state_path, weights):
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; a phase directory (results/phases/{{key}}) holds "

@@ -1,5 +1,5 @@
-"""The paper's regime, measured on the run actually made: what makes a miniature's verdicts speak
-to the paper's claims.
+"""The paper's regime, measured on the run actually made: the conditions a miniature must keep to
+speak to the paper's claims (necessary, not sufficient: normgrow.paper.preconditions has the rest).
 
 Each property is computed from the config, the teacher check, the token metadata and the logged
 phases, and set beside the paper's value (from reference.yaml, `regime`). A property with a

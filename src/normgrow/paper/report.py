@@ -239,7 +239,8 @@ def report_document(c: dict) -> list[Block]:
     blocks += regime_blocks(c)
     blocks += [Heading("Claims"), Paragraph(VERDICT_NOTE.format(margin=c["margin"])),
                Grid(["claim", "paper", "this run", "verdict"],
-                    [[cl.name, cl.paper, cl.ours, verdict_text(cl, bool(c["outside"]), bool(c["unmeasured"]))] for cl in c["claims"]],
+                    [[cl.name, cl.paper, cl.ours, verdict_text(cl, bool(c["outside"]), bool(c["unmeasured"]))]
+                     for cl in c["claims"]],
                     [cl.verdict if cl.verdict in STATUSES else None for cl in c["claims"]])]
     blocks.append(Heading("Tables"))
     for table in c["tables"]:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from normgrow.spec.execution import PHASE_FILES
+
 
 @dataclass(frozen=True)
 class RunPhase:
@@ -46,9 +48,9 @@ def collect_phases(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
     one (`reset` at phase 0 is `continue`)."""
     eval_frames, phase_rows = [], []
     for entry in layout:
-        state = json.loads((entry.folder / "state.json").read_text())
+        state = json.loads((entry.folder / PHASE_FILES["state"]).read_text())
         key = {"run": entry.run, "seed": entry.seed, "phase": entry.phase}
-        evals = pd.read_csv(entry.folder / "eval.csv")
+        evals = pd.read_csv(entry.folder / PHASE_FILES["eval"])
         eval_frames.append(evals.assign(**key, placement=state["placement"]))
         row = {**key, "placement": state["placement"], "active_blocks": state["active_blocks"],
                "active_layers": state["active_layers"],

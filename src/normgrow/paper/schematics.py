@@ -25,6 +25,7 @@ from matplotlib.patches import Circle, FancyBboxPatch, Patch, Rectangle  # noqa:
 
 from normgrow.model.layout import LAYOUTS, PLACEMENTS, SUBLAYERS, Layout, boundary, layer_kinds, residual_scale  # noqa: E402
 from normgrow.paper.figures import save  # noqa: E402
+from normgrow.paper.items import ITEMS  # noqa: E402
 from normgrow.paper.roles import CURRICULUM_ROLES, curriculum_role  # noqa: E402
 from normgrow.spec.config import built_runs  # noqa: E402
 from normgrow.spec.curriculum import Phase, run_phases  # noqa: E402
@@ -241,7 +242,8 @@ def placement_diagrams(config: dict, directory: Path) -> list[Path]:
                 ax.text(x + 0.3, top + 0.3, title, ha="center", va="bottom", fontsize=FONT + 1, fontweight="bold")
                 tops.append(top + 0.3 + 0.35 * (title.count("\n") + 1))
             bottom = max(tops) + 0.6
-        ax.text(cols * PANEL_W / 2, bottom + 0.2, "Fig. 1: where each RMSNorm sits in one decoder layer\n"
+        label = ITEMS["fig1_placements"].label
+        ax.text(cols * PANEL_W / 2, bottom + 0.2, f"{label}: where each RMSNorm sits in one decoder layer\n"
                 "(residual stream on the left, branch on the right)", ha="center", va="bottom", fontsize=FONT + 2)
         width, height = cols * PANEL_W, bottom + 1.2
         ax.set_xlim(0, width)
@@ -310,7 +312,8 @@ def curriculum_timelines(config: dict, directory: Path) -> list[Path]:
                   Patch(facecolor="white", edgecolor="#999999", linestyle="--", label="inactive"),
                   Patch(facecolor="white", edgecolor="black", linewidth=2.0, label="appended this phase")]
         fig.legend(handles=legend, loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 0))
-        fig.suptitle(f"Fig. 2: curricula of K = {blocks} blocks × L = {layers} layer{'s' * (layers > 1)}\n(the "
+        label = ITEMS["fig2_curricula"].label
+        fig.suptitle(f"{label}: curricula of K = {blocks} blocks × L = {layers} layer{'s' * (layers > 1)}\n(the "
                      "embedding stays frozen; the boundary norm and LM head train in every phase)", fontsize=FONT + 2)
         fig.tight_layout(rect=(0, 0.05, 1, 1))
         return save(fig, directory, "fig2_curricula")

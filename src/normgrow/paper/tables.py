@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from normgrow.paper.document import Block, Grid, Heading, Paragraph, to_markdown
+from normgrow.paper.items import ITEMS
 from normgrow.paper.latex import latex
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.results import NotBuilt, Results
@@ -33,11 +34,16 @@ class Cell:
 
 @dataclass
 class Table:
-    name: str
-    title: str
+    name: str  # the file name in results/paper/tables and the key of its label in normgrow.paper.items
+    title: str  # what it shows, after its label
     cells: list[Cell] = field(default_factory=list)
     digits: int = 4
     note: str | None = None  # printed under the table: definitions that differ from the paper's words
+
+    @property
+    def heading(self) -> str:
+        """'Table 1: ...': the label from normgrow.paper.items, then the title."""
+        return f"{ITEMS[self.name].label}: {self.title}"
 
     def add(self, row, column, values=None, paper=None, text=None) -> None:
         self.cells.append(Cell(row, column, values, text, paper))
@@ -90,7 +96,7 @@ class Table:
     def blocks(self) -> list[Block]:
         """The table as a document: title, grid, and its note under it."""
         note = [Paragraph(self.note, "note")] if self.note else []
-        return [Heading(self.title, 3), Grid.from_frame(self.display()), *note]
+        return [Heading(self.heading, 3), Grid.from_frame(self.display()), *note]
 
     def markdown(self) -> str:
         return to_markdown(self.blocks())
@@ -103,7 +109,7 @@ class Table:
         def tex(text) -> str:
             return latex(text, where=f"table {self.name}")
 
-        lines = ["\\begin{table}[t]", "\\centering", f"\\caption{{{tex(self.title)}}}",
+        lines = ["\\begin{table}[t]", "\\centering", f"\\caption{{{tex(self.heading)}}}",
                  f"\\label{{tab:{self.name}}}", "\\begin{tabular}{l" + "r" * len(wide.columns) + "}",
                  "\\toprule", " & ".join([""] + [tex(c) for c in wide.columns]) + " \\\\", "\\midrule"]
         for row, values in wide.iterrows():
@@ -146,7 +152,7 @@ def placement_grid(t: Table, r: Results, curricula: dict[str, str], paper: dict 
 def table1(r: Results, ref: dict) -> Table:
     """Final validation CE of pre/post × joint/grow; Δ = post − pre; interaction = Δ_grow − Δ_joint."""
     r.require("pre-joint", "post-joint", "pre-grow", "post-grow")
-    t = Table("table1", "Table 1: placement × curriculum interaction (validation CE ↓)")
+    t = Table("table1", "placement × curriculum interaction (validation CE ↓)")
     d = placement_grid(t, r, {"joint": "Joint", "grow": "Grow"}, ref["table1"])
     t.add("Interaction (Δ_grow − Δ_joint)", "Grow", d["grow"] - d["joint"], ref["table1"]["interaction"])
     return t
@@ -156,7 +162,7 @@ def table2(r: Results, ref: dict) -> Table:
     """Single-block control: phase 0 of the grow runs (one active block)."""
     r.require("pre-grow", "post-grow")
     paper = ref["table2"]["pre"]
-    t = Table("table2", "Table 2: single-block control, phase 0 of grow (↓)",
+    t = Table("table2", "single-block control, phase 0 of grow (↓)",
               note="KD (soft CE) = −Σ q_teacher·log q_student = KL + H(teacher), the paper-comparable column: the "
                    f"paper's KD ({paper['kd']:.4f}) exceeds its CE ({paper['ce']:.4f}), which only a soft "
                    "cross-entropy can. KL is the term the objective weights (normgrow.train.objective).")
@@ -175,7 +181,7 @@ def table3(r: Results, ref: dict) -> Table:
             ("post-joint-longer", "Post-Joint-longer (total tokens)"),
             ("post-grow", "Post-Grow")]
     r.require(*(run for run, _ in rows))
-    t = Table("table3", "Table 3: post-joint budget controls (validation CE ↓)")
+    t = Table("table3", "post-joint budget controls (validation CE ↓)")
     for run, label in rows:
         t.add(label, "CE", r.final_metric(run), ref["table3"]["ce"][run])
     return t
@@ -189,7 +195,7 @@ PAPER_BUDGETS = {"pre-joint": "joint-50k", "post-joint": "joint-50k", "pre-grow"
 def tableA2(r: Results, ref: dict) -> Table:
     """Budgets of every run from the logged token counters (sums over its phases), beside the
     paper's total and unique tokens for the runs with the paper's curricula."""
-    t = Table("tableA2", "Table A2: training budgets from the logged token counts", digits=0)
+    t = Table("tableA2", "training budgets from the logged token counts", digits=0)
     per_run = r.phases.sort_values("phase").groupby(["run", "seed"])
     for (run, _seed), rows in per_run:
         if any(c.row == run for c in t.cells):
@@ -208,7 +214,7 @@ def tableA2(r: Results, ref: dict) -> Table:
 def tableA3(r: Results, ref: dict) -> Table:
     """Freeze control (only the newest block trains) against grow."""
     r.require("pre-freeze", "post-freeze", "pre-grow", "post-grow")
-    t = Table("tableA3", "Table A3: freeze control (validation CE ↓)")
+    t = Table("tableA3", "freeze control (validation CE ↓)")
     p = ref["tableA3"]
     deltas = placement_grid(t, r, {"freeze": "Freeze", "grow": "Grow"}, p)
     t.add("Δ_freeze − Δ_grow", "Freeze", deltas["freeze"] - deltas["grow"],
@@ -219,7 +225,7 @@ def tableA3(r: Results, ref: dict) -> Table:
 def tableB3(r: Results, ref: dict) -> Table:
     """Grow with the iterator rewound at every phase (App. B.3) against grow (final validation CE)."""
     r.require("pre-grow-reset", "post-grow-reset", "pre-grow", "post-grow")
-    t = Table("tableB3", "Table B3: grow with iterator reset (validation CE ↓)",
+    t = Table("tableB3", "grow with iterator reset (validation CE ↓)",
               note="The paper reports no numbers for this control, only that reset ≈ grow with the same ranking.")
     placement_grid(t, r, {"grow-reset": "Grow-reset", "grow": "Grow"})
     for placement in ("pre", "post"):
@@ -236,7 +242,7 @@ def table4(r: Results, ref: dict) -> Table:
     r.require(*MAIN_RUNS)
     if r.removal.empty:
         raise NotBuilt("no block-removal diagnostics (diagnostics.runs)")
-    t = Table("table4", "Table 4: block removal at the final checkpoint (diagnostic batch)", digits=3)
+    t = Table("table4", "block removal at the final checkpoint (diagnostic batch)", digits=3)
     removal = final_checkpoints(r.removal)
     for run in MAIN_RUNS:
         rows = removal[removal["run"] == run]
@@ -266,7 +272,7 @@ def tableA1(r: Results, ref: dict) -> Table:
         "diagnostic documents": data["diag_docs"], "teacher precision": c["teacher"]["dtype"],
         "seeds": ", ".join(map(str, c["seeds"])),
     }
-    t = Table("tableA1", "Table A1: hyper-parameters")
+    t = Table("tableA1", "hyper-parameters")
     for key, value in ours.items():
         t.add(key, "value", text=str(value), paper=str(ref["tableA1"].get(key, "")))
     return t
@@ -277,7 +283,7 @@ def tableA4(r: Results, ref: dict) -> Table:
     r.require("pre-grow", "post-grow")
     if r.transitions.empty:
         raise NotBuilt("no block-appending transitions")
-    t = Table("tableA4", "Table A4: training loss at block-appending transitions (grow)",
+    t = Table("tableA4", "training loss at block-appending transitions (grow)",
               note="AUC (mean) = mean excess training loss over the window (2% / 10% of a phase: the paper's 1k / "
                    "5k of 50k steps), the paper-comparable column: the paper's post-norm AUC5k < AUC1k while its "
                    "loss recovers only after ~19k steps fits the mean, not the area. AUC (sum) is the area, in "
@@ -322,7 +328,7 @@ def tableP1(r: Results, ref: dict) -> Table:
     placements = placements_with_roles(r)
     if not placements:
         raise NotBuilt("needs a placement other than pre-norm run under joint and grow")
-    t = Table("tableP1", "Table P1: every placement against pre-norm (validation CE ↓, Δ = placement − pre)",
+    t = Table("tableP1", "every placement against pre-norm (validation CE ↓, Δ = placement − pre)",
               note="Norm weights: RMSNorm weights per decoder layer besides the q/k norms all placements share; "
                    "placements with more than pre/post's 2·H have more normalisation parameters.")
     for placement in ["pre", *placements]:
@@ -354,7 +360,7 @@ def tableP2(r: Results, ref: dict) -> Table:
     diagnosed = [run for run in sorted(set(rms["run"]) & set(removal["run"])) if has_role(run, "grow")]
     if not diagnosed:
         raise NotBuilt("no grow run was diagnosed (diagnostics.runs)")
-    t = Table("tableP2", "Table P2: boundary RMS and block removal of every diagnosed grow run (final checkpoint)",
+    t = Table("tableP2", "boundary RMS and block removal of every diagnosed grow run (final checkpoint)",
               digits=3, note="RMS: mean per-token RMS over all real tokens at the stream entering block 0 "
                              "(boundary 0) and leaving block b−1 (boundary b); ΔCE: CE with block b bypassed − CE "
                              "of the full stack.")
@@ -380,7 +386,7 @@ def tableG1(r: Results, ref: dict) -> Table:
     operators = growth_operators(r)
     if operators == ["random"] or not operators:
         raise NotBuilt("needs pre- and post-norm grow runs under a growth operator other than random")
-    t = Table("tableG1", "Table G1: growth operators × placements (validation CE ↓; Δ = post − pre)",
+    t = Table("tableG1", "growth operators × placements (validation CE ↓; Δ = post − pre)",
               note="random is the paper's operator (a fresh block); zero, copy and ramp as in docs/growth.md.")
     for operator in operators:
         pre, post = (r.final_metric(str(Role(p, "grow", operator))) for p in ("pre", "post"))
@@ -398,7 +404,7 @@ def tableG2(r: Results, ref: dict) -> Table:
         raise NotBuilt("needs pre- and post-norm grow runs under a growth operator other than random")
     if r.transitions.empty:
         raise NotBuilt("no block-appending transitions")
-    t = Table("tableG2", "Table G2: training loss at block-appending transitions, per growth operator",
+    t = Table("tableG2", "training loss at block-appending transitions, per growth operator",
               note="jump: loss just after the transition − just before; AUC (mean): mean excess loss over 2% / 10% of "
                    "a phase; recovery: paper-equivalent steps until the loss is back to its level before (Table A4).")
     for phase in sorted(r.transitions["phase"].unique()):

@@ -104,7 +104,7 @@ def train_docs_required(config: dict, runs: list[str] | None = None) -> int:
     for run in config["runs"] if runs is None else runs:
         state = DataPosition()
         for phase in run_phases(config, run):
-            state = phase.start_state(state).advanced(phase.steps * batch, shard)
+            state = phase.start_position(state).advanced(phase.steps * batch, shard)
             needed = max(needed, state.high_water)
     return needed
 

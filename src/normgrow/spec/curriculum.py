@@ -153,7 +153,7 @@ class Phase:
         return lr_at(self.schedule_offset + t, self.schedule_length, training.lr, training.min_lr,
                      training.warmup_fraction)
 
-    def start_state(self, previous: DataPosition) -> DataPosition:
+    def start_position(self, previous: DataPosition) -> DataPosition:
         return phase_start_position(self.data, previous)
 
     def identity(self) -> dict:

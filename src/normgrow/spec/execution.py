@@ -12,6 +12,11 @@ from normgrow.spec.kinds import keys_of
 
 TRAIN_EXECUTION = keys_of(("train",), "execution")  # train.* keys of kind execution in the schema
 
+# What a phase writes, its declared outputs by name (workflow/rules/common.smk declares them from these), and the
+# diagnostic checkpoints saved during the phase, a directory beside them.
+PHASE_FILES = {"student": "student.safetensors", "state": "state.json", "train": "train.csv", "eval": "eval.csv"}
+SNAPSHOTS_DIR = "snapshots"
+
 # What a training job writes beside its declared outputs: its own state, not outputs, because Snakemake
 # removes a failed job's outputs before it retries, and the retry must find these (CONTRIBUTING.md, Layout).
 RESUME_DIR = "resume"       # {phase dir}/resume/: the verified states a retried or preempted phase resumes from

@@ -330,16 +330,16 @@ def epoch_permutation(shard_docs: int, seed: int, epoch: int) -> np.ndarray:
 
 
 class DocumentIterator:
-    """Training batches of one phase, read from `state` onward."""
+    """Training batches of one phase, read from `start` onward; `at` is where the next batch begins."""
 
-    def __init__(self, store: TokenStore, state: DataPosition, shard_docs: int, batch_size: int,
+    def __init__(self, store: TokenStore, start: DataPosition, shard_docs: int, batch_size: int,
                  pad_id: int, seed: int):
-        self.store, self.state = store, state
+        self.store, self.at = store, start
         self.shard_docs, self.batch_size, self.pad_id, self.seed = shard_docs, batch_size, pad_id, seed
 
     def document(self, position: int) -> int:
         """The training-document index that `position` reads in the current mode."""
-        if self.state.mode == "stream":
+        if self.at.mode == "stream":
             return self.in_reading_order(position)
         epoch, offset = divmod(position, self.shard_docs)
         return int(epoch_permutation(self.shard_docs, self.seed, epoch)[offset])
@@ -351,11 +351,11 @@ class DocumentIterator:
         return number
 
     def next_batch(self) -> Batch:
-        indices = [self.document(self.state.position + i) for i in range(self.batch_size)]
+        indices = [self.document(self.at.position + i) for i in range(self.batch_size)]
         if max(indices) >= len(self.store):
             raise IndexError(f"the phase needs training document {max(indices)}, but the train split "
                              f"holds {len(self.store)}; lower the budgets or use a larger corpus")
-        self.state = self.state.advanced(self.batch_size, self.shard_docs)
+        self.at = self.at.advanced(self.batch_size, self.shard_docs)
         return collate(self.store.get(indices), self.pad_id)
 
     def unique_tokens(self, start: DataPosition, end: DataPosition) -> int:

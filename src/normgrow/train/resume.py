@@ -1,12 +1,12 @@
-"""Resumable training state of a phase in progress (not a declared output of the workflow).
+"""Resume states of a phase in progress (not declared outputs of the workflow: CONTRIBUTING.md, Layout).
 
 Every `state_every` updates the trainer saves everything needed to continue bit-exactly:
 
 - `state-{step}/`: model and optimizer state through torch.distributed.checkpoint (DCP) — each rank
   writes its own shards, and a state saved by N ranks loads into any number of ranks (DCP reshards);
-  plus `progress.json`: the RNG states (torch, numpy, python) and the trainer's own state (the update
-  count, the document iterator, token counters and the metrics so far: normgrow.train.trainer.PhaseProgress),
-  all as data — loading a state runs no code (no pickle);
+  plus `progress.json`: the RNG states (torch, numpy, python) and the phase's progress (the update
+  count, the document iterator's position, token counters and the metrics so far:
+  normgrow.train.trainer.PhaseProgress), all as data — loading a state runs no code (no pickle);
 - `state-{step}.json`, written last by rank 0: the SHA-256 of every file of the directory and the
   hash of the phase spec.
 
@@ -27,6 +27,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from normgrow.spec.execution import SNAPSHOTS_DIR
 from normgrow.train.distributed import Ranks
 from normgrow.train.outputs import atomic_write
 
@@ -159,6 +160,6 @@ class ResumeStore:
             return
         for path in self.directory.glob("state-*"):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
-        for directory in (self.directory / "snapshots", self.directory):
+        for directory in (self.directory / SNAPSHOTS_DIR, self.directory):
             if directory.is_dir() and not any(directory.iterdir()):
                 directory.rmdir()

@@ -50,7 +50,7 @@ from tqdm import tqdm
 from normgrow.model.student import BlockStackStudent
 from normgrow.spec import science_code
 from normgrow.spec.curriculum import DataPosition, PhaseSpec, Training, snapshot_steps, stream_key
-from normgrow.spec.execution import RESUME_DIR, Execution
+from normgrow.spec.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Execution
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import Ranks, process_group, shard_student
 from normgrow.train.evaluate import evaluate_students
@@ -234,7 +234,7 @@ class GroupTrainer:
                 raise type(error)(f"{task.spec.describe()}: {error}") from error
         first = self.members[0]
         self.steps, self.eval_every = first.spec.phase.steps, first.spec.training.eval_every
-        self.state_every, self.pad_id, self.valid = first.execution.state_every, first.pad_id, first.valid
+        self.progress_every, self.pad_id, self.valid = first.execution.state_every, first.pad_id, first.valid
         self.layout = first.layout
         self.label = first.label if len(tasks) == 1 else f"group of {len(tasks)}"
         self.faults = Faults.from_environment()
@@ -249,14 +249,14 @@ class GroupTrainer:
         unfinished = [step for step in latest if step < self.steps]
         common = min(unfinished, default=self.steps)
         for member, step in zip(self.members, latest, strict=True):
-            member.load_state(self.steps if step == self.steps else common)
+            member.load_resume_state(self.steps if step == self.steps else common)
         if len(self.members) > 1:
             print(f"{self.label} students on one teacher forward per batch: " +
                   ", ".join(m.label for m in self.members), file=self.log, flush=True)
 
     def run(self) -> list[dict]:
-        live = [m for m in self.members if m.state.step < self.steps]
-        start = min((m.state.step for m in live), default=self.steps)
+        live = [m for m in self.members if m.progress.step < self.steps]
+        start = min((m.progress.step for m in live), default=self.steps)
         sigterm = SigtermFlag()
         label = self.label
         progress = tqdm(range(start + 1, self.steps + 1), desc=label, mininterval=5, file=self.log, initial=start,
@@ -266,21 +266,21 @@ class GroupTrainer:
                 live = self.step(t, live)
                 if not live:  # every student failed: nothing left to train or evaluate
                     break
-                row = live[0].state.train_rows[-1]
+                row = live[0].progress.train_rows[-1]
                 progress.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.1e}", refresh=False)
                 if t % self.eval_every == 0 or t == self.steps:
                     self.evaluate(t, live)
                 self.faults.after_update(t)
                 preempted = self.ranks.any(sigterm.requested)
-                if preempted or (t % self.state_every == 0 and t < self.steps):
+                if preempted or (t % self.progress_every == 0 and t < self.steps):
                     for member in live:
-                        member.save_state()
+                        member.save_resume_state()
                 if preempted:
                     raise Preempted(f"{label}: SIGTERM at update {t}; states saved in " +
                                     ", ".join(str(m.out / RESUME_DIR) for m in live) + "; rerun to resume")
                 self.faults.after_state(t)
             for member in live:  # finished work survives a sibling's failure or a kill before every output is written
-                member.save_state()
+                member.save_resume_state()
         finally:
             sigterm.restore()
             for member in self.members:
@@ -330,8 +330,8 @@ class GroupTrainer:
 class PhaseTrainer:
     """One student's phase on this rank, split into named steps (as torchtitan splits its trainer): the
     constructor sets up the student (`build_student`), the optimizer, the data and the tracker;
-    `load_state` resumes it; `update` makes one update on a batch whose teacher states are given,
-    `record_evaluation` and `save_state` keep its metrics and states, and `finish` writes the phase's
+    `load_resume_state` resumes it; `update` makes one update on a batch whose teacher states are given,
+    `record_evaluation` and `save_resume_state` keep its metrics and states, and `finish` writes the phase's
     outputs. Its RNG states are its own (`own_rng`): a student draws the same numbers alone or in a
     group."""
 
@@ -352,7 +352,7 @@ class PhaseTrainer:
         self.distillation = Distillation(teacher, Objective(**spec.objective), execution.loss_chunk, ranks.world)
         valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), training.batch_size, self.pad_id)
         self.valid = [self.layout(ranks.rows(batch, self.pad_id)) for batch in valid_batches]  # this rank's, once
-        self.start_data = spec.phase.start_state(DataPosition(**self.before["data"]))
+        self.start_data = spec.phase.start_position(DataPosition(**self.before["data"]))
         self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.start_data, spec.shard_docs,
                                         training.batch_size, self.pad_id, spec.seed)
         self.layers = spec.phase.active_blocks * spec.student["layers_per_block"]
@@ -361,7 +361,7 @@ class PhaseTrainer:
         self.snapshots = set(snapshot_steps(spec.phase.steps, execution.snapshots))
         self.faults = Faults.from_environment().for_phase(spec.key)
         self.rng = rng_state()
-        self.state = PhaseProgress.start(self.start_data)
+        self.progress = PhaseProgress.start(self.start_data)
 
     @contextmanager
     def own_rng(self):
@@ -372,25 +372,25 @@ class PhaseTrainer:
         finally:
             self.rng = rng_state()
 
-    def load_state(self, at_most: int) -> None:
+    def load_resume_state(self, at_most: int) -> None:
         """Resume from the newest verified state at update `at_most` or before (weights, optimizer and
         RNGs loaded in place), if any; then start the tracker at the next update."""
         with self.own_rng():
             saved = self.resume.load_latest(self.student, self.optimizer, at_most=at_most)
         if saved is not None:
-            self.state = PhaseProgress.from_json(saved)
-            self.batches.state = self.state.data
-            print(f"{self.label}: resumed from the state at update {self.state.step}", file=self.log, flush=True)
-        if self.state.step < self.spec.phase.steps:
-            self.state.trained_by(science_code.record())
+            self.progress = PhaseProgress.from_json(saved)
+            self.batches.at = self.progress.data
+            print(f"{self.label}: resumed from the state at update {self.progress.step}", file=self.log, flush=True)
+        if self.progress.step < self.spec.phase.steps:
+            self.progress.trained_by(science_code.record())
         attached = {"spec": self.spec.to_json(), "execution": asdict(self.execution)}
         self.tracker = Tracker(self.execution.tracking, attached, self.ranks.main, self.ranks.device,
-                               first_step=self.before["global_step"] + self.state.step + 1)
+                               first_step=self.before["global_step"] + self.progress.step + 1)
 
-    def save_state(self) -> None:
-        self.state.data = self.batches.state
+    def save_resume_state(self) -> None:
+        self.progress.data = self.batches.at
         with self.own_rng():
-            self.resume.save(self.state.step, self.student, self.optimizer, self.state.to_json())
+            self.resume.save(self.progress.step, self.student, self.optimizer, self.progress.to_json())
 
     def layout(self, rows: Batch) -> Batch:
         """This rank's rows as the student and the teacher read them: padded, or with
@@ -416,18 +416,18 @@ class PhaseTrainer:
         grad_norm = float(terms["grad_norm"])  # global: the same on every rank
         if not (math.isfinite(loss) and math.isfinite(grad_norm)):
             raise FloatingPointError(f"{label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
-                                     f"update {t}; the last good resume state is kept in {self.out / 'resume'}")
-        counters = self.state.counters
+                                     f"update {t}; the last good resume state is kept in {self.resume.directory}")
+        counters = self.progress.counters
         counters["steps"] += 1
         counters["tokens"] += batch.tokens
         counters["active_layer_tokens"] += batch.tokens * self.layers
-        self.state.step = t
+        self.progress.step = t
         row = {"step": t, "global_step": self.before["global_step"] + t, "loss": loss, "ce": ce, "kd": kd,
                "kd_soft": kd_soft, "lr": lr, "grad_norm": grad_norm, "tokens": batch.tokens}
-        self.state.train_rows.append(row)
+        self.progress.train_rows.append(row)
         self.tracker.log_update(row, row["global_step"])
         if t in self.snapshots and t < self.spec.phase.steps:
-            save_student(self.student, self.resume.directory / "snapshots" / f"step{row['global_step']}.safetensors")
+            save_student(self.student, self.resume.directory / SNAPSHOTS_DIR / f"step{row['global_step']}.safetensors")
         return row
 
     def set_gate(self, t: int) -> None:
@@ -439,7 +439,7 @@ class PhaseTrainer:
         global_step = self.before["global_step"] + t
         row = {"step": t, "global_step": global_step, "ce": metrics["ce"], "kd": metrics["kd"],
                "kd_soft": metrics["kd_soft"], "ppl": metrics["ppl"]}
-        self.state.eval_rows.append(row)
+        self.progress.eval_rows.append(row)
         self.tracker.log_eval(row, global_step)
         print(f"{self.label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
               f"PPL {metrics['ppl']:.2f}", file=self.log, flush=True)
@@ -447,21 +447,21 @@ class PhaseTrainer:
     def finish(self) -> dict:
         """The phase's outputs (weights, state.json, train.csv, eval.csv, snapshots); returns the state.
         The resume states are cleared by the group once every phase has finished."""
-        spec, phase, before, counters = self.spec, self.spec.phase, self.before, self.state.counters
-        counters["unique_tokens"] = self.batches.unique_tokens(self.start_data, self.batches.state)
+        spec, phase, before, counters = self.spec, self.spec.phase, self.before, self.progress.counters
+        counters["unique_tokens"] = self.batches.unique_tokens(self.start_data, self.batches.at)
         state = {
             "key": spec.key, "seed": spec.seed, "phase": spec.index, "placement": spec.placement,
             "active_blocks": phase.active_blocks, "active_layers": self.layers,
             "trainable_blocks": list(phase.trainable_blocks), "data_policy": phase.data,
-            "global_step": before["global_step"] + phase.steps, "data": self.batches.state.as_dict(),
+            "global_step": before["global_step"] + phase.steps, "data": self.batches.at.as_dict(),
             "phase_counters": counters, "run_counters": {k: before["run_counters"][k] + counters[k] for k in COUNTERS},
-            "final_eval": self.state.eval_rows[-1], "wall_seconds": time.time() - self.start_time,
-            "ranks": self.ranks.world, "code": self.state.code,
+            "final_eval": self.progress.eval_rows[-1], "wall_seconds": time.time() - self.start_time,
+            "ranks": self.ranks.world, "code": self.progress.code,
         }
-        save_student(self.student, self.out / "student.safetensors")
+        save_student(self.student, self.out / PHASE_FILES["student"])
         if self.ranks.main:
-            write_outputs(self.out, state, self.state.train_rows, self.state.eval_rows,
-                          self.resume.directory / "snapshots", phase.steps in self.snapshots)
+            write_outputs(self.out, state, self.progress.train_rows, self.progress.eval_rows,
+                          self.resume.directory / SNAPSHOTS_DIR, phase.steps in self.snapshots)
         return state
 
 
@@ -476,8 +476,8 @@ def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Modul
     if spec.index == 0:
         before = {"data": DataPosition().as_dict(), "run_counters": dict.fromkeys(COUNTERS, 0), "global_step": 0}
     else:
-        before = read_json(previous / "state.json")
-        load_student(student, previous / "student.safetensors")
+        before = read_json(previous / PHASE_FILES["state"])
+        load_student(student, previous / PHASE_FILES["student"])
     student.active_blocks = phase.active_blocks
     student.start_appended(phase.appended, phase.growth)
     student.activation_checkpointing = execution.activation_checkpointing
@@ -524,14 +524,14 @@ def write_outputs(out: Path, state: dict, train_rows: list, eval_rows: list, sav
                   end_is_snapshot: bool) -> None:
     """The phase's declared outputs besides the weights (saved first), each written atomically;
     state.json last."""
-    snapshots = out / "snapshots"
+    snapshots = out / SNAPSHOTS_DIR
     snapshots.mkdir(exist_ok=True)
     for path in sorted(saved_snapshots.glob("step*.safetensors")):
         os.replace(path, snapshots / path.name)
     if end_is_snapshot:  # the phase end is a snapshot too: a hard link, no copy
         link = snapshots / f"step{state['global_step']}.safetensors"
         link.unlink(missing_ok=True)
-        link.hardlink_to(out / "student.safetensors")
-    write_csv(out / "train.csv", train_rows)
-    write_csv(out / "eval.csv", eval_rows)
-    write_json(out / "state.json", state)
+        link.hardlink_to(out / PHASE_FILES["student"])
+    write_csv(out / PHASE_FILES["train"], train_rows)
+    write_csv(out / PHASE_FILES["eval"], eval_rows)
+    write_json(out / PHASE_FILES["state"], state)
