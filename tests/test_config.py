@@ -179,7 +179,7 @@ def test_build_names_an_unknown_run(default):
 
 
 def test_schema_accepts_exactly_the_registered_placements():
-    from normgrow.model.placement import PATTERN
+    from normgrow.model.layout import PATTERN
 
     schema = yaml.safe_load(SCHEMA.read_text())
     assert schema["properties"]["runs"]["additionalProperties"]["properties"]["placement"]["pattern"] == PATTERN

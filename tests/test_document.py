@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pandas as pd
-from conftest import REPO, heavy_imports
+from conftest import REPO
 
 from normgrow.paper.document import Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
 
@@ -45,9 +45,6 @@ def test_grid_from_frame_keeps_row_labels():
     grid = Grid.from_frame(pd.DataFrame({"CE": ["1.0"]}, index=["Pre"]))
     assert grid.columns == ["", "CE"] and grid.rows == [["Pre", "1.0"]]
 
-
-def test_the_analysis_imports_no_torch():
-    assert heavy_imports("normgrow.paper.report", "normgrow.paper.study", "normgrow.paper.provenance") == []
 
 
 def test_the_wheel_carries_its_package_data(tmp_path):

@@ -24,7 +24,7 @@ from transformers.dynamic_module_utils import get_imports
 from normgrow.cli import main
 from normgrow.model.export import export_phase
 from normgrow.model.family import PREFIXES
-from normgrow.model.placement import PLACEMENTS
+from normgrow.model.layout import PLACEMENTS
 from normgrow.model.student import BlockStackStudent
 from normgrow.train.outputs import save_student
 

@@ -22,7 +22,7 @@ def test_fused_equals_naive(tau, chunk):
     want_h, want_w = hidden.grad.clone(), weight.grad.clone()
     hidden.grad = weight.grad = None
 
-    fused = fused_objective(objective, hidden, weight, teacher_hidden, teacher_weight, labels, chunk)
+    fused = fused_objective(objective, hidden, weight, teacher_hidden, teacher_weight, labels, chunk=chunk)
     (3.0 * fused["total"]).backward()  # a non-unit upstream gradient is applied
     for key in ("total", "ce", "kd", "kd_soft"):
         torch.testing.assert_close(fused[key].double(), naive[key].double(), rtol=1e-6, atol=1e-6)

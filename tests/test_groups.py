@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import REPO, phase_outputs, tiny_run_config, write_phase_inputs
 
-from normgrow.model.placement import PLACEMENTS
+from normgrow.model.layout import PLACEMENTS
 from normgrow.spec.config import validate_config
 from normgrow.spec.curriculum import PhaseTable, phase_spec, stream_key
 from normgrow.spec.execution import Execution

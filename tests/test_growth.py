@@ -13,7 +13,7 @@ import yaml
 from conftest import REPO, SEED, make_teacher, tiny_run_config
 from safetensors.torch import load_file
 
-from normgrow.model.placement import PLACEMENTS
+from normgrow.model.layout import PLACEMENTS
 from normgrow.model.student import ZEROED_OUTPUTS, BlockStackStudent
 from normgrow.spec.config import ConfigError, validate_config
 from normgrow.spec.curriculum import Growth, phase_spec, run_phases

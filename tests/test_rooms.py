@@ -1,5 +1,5 @@
 """The package's rooms (CONTRIBUTING.md, Layout): each imports only the rooms above it, and the
-torch-free ones load without torch or transformers (the paper's analysis: tests/test_document.py)."""
+torch-free ones load without torch or transformers."""
 
 import ast
 
@@ -36,10 +36,23 @@ def test_each_room_imports_only_the_rooms_above_it():
     assert not wrong, wrong
 
 
+def room_modules(room: str) -> list[str]:
+    return sorted(f"normgrow.{room}.{p.stem}" for p in (PACKAGE / room).glob("*.py"))
+
+
 def test_the_torch_free_rooms_import_no_torch():
-    """Every module of normgrow.spec (what the DAG imports), the cluster plan and pre-flight, and the
-    model room's registry of placements (read by the schematics) load without torch or transformers."""
-    spec = sorted(f"normgrow.spec.{p.stem}" for p in (REPO / "src" / "normgrow" / "spec").glob("*.py"))
-    assert "normgrow.spec.curriculum" in spec and "normgrow.spec.execution" in spec
-    assert heavy_imports(*spec, "normgrow.cluster.plan", "normgrow.cluster.preflight", "normgrow.model.layout",
-                         "normgrow.paper.items") == []
+    """Every module of normgrow.spec and normgrow.paper (what the DAG and the analysis import), the cluster
+    plan and pre-flight, the model room's registry of placements (read by the schematics) and the thread
+    settings the Snakefile imports before torch load without torch or transformers."""
+    spec, paper = room_modules("spec"), room_modules("paper")
+    assert "normgrow.spec.curriculum" in spec and "normgrow.paper.calibration" in paper
+    assert heavy_imports(*spec, *paper, "normgrow.cluster.plan", "normgrow.cluster.preflight",
+                         "normgrow.model.layout", "normgrow.train.threads") == []
+
+
+def test_contributings_map_names_every_module_of_every_room():
+    """CONTRIBUTING.md's Layout names each room's modules (as `module` or `room/module.py`)."""
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    unnamed = [f"{room}/{p.name}" for room in ORDER for p in sorted((PACKAGE / room).glob("*.py"))
+               if p.stem != "__init__" and f"`{p.stem}`" not in text and f"`{room}/{p.name}`" not in text]
+    assert not unnamed, f"CONTRIBUTING.md's map does not name {unnamed}"

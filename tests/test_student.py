@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from conftest import make_teacher, student_logits
 
-from normgrow.model.placement import PLACEMENTS, PostNormLayer, PreNormLayer, layer_classes
+from normgrow.model.layout import PLACEMENTS
+from normgrow.model.placement import PostNormLayer, PreNormLayer, layer_classes
 from normgrow.model.student import BlockStackStudent, count_parameters
 from normgrow.spec.curriculum import Training
 from normgrow.train.data import collate

@@ -303,7 +303,8 @@ def test_norm_weights_match_the_layers():
     """tables.NORM_WEIGHTS (torch-free text) counts the RMSNorm weights of each placement's layer."""
     from transformers import Qwen3Config
 
-    from normgrow.model.placement import LAYERS, PLACEMENTS
+    from normgrow.model.layout import PLACEMENTS
+    from normgrow.model.placement import LAYERS
 
     config = Qwen3Config(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
                          head_dim=16, num_hidden_layers=1, vocab_size=32)

@@ -32,13 +32,14 @@ students step one after the other on the same batch:
     every projection and norm, RMSNorm's fp32 intermediates, SwiGLU's gate/up/product and their
     gradients. Without, every layer keeps C × tokens × (16·H + 5·I) (the same, less the gradients),
     and backward's temporaries stay within what it frees.
-The coefficients were measured by the memory trace (normgrow.cluster.trace): `python -m normgrow.cli trace
-config.yaml configs/paper.yaml` prints the plan beside the traced peak; docs/cluster.md has the
-comparison at several shapes.
+The memory trace (normgrow.cluster.trace) checks the coefficients: `python -m normgrow.cli trace
+config.yaml configs/paper.yaml` prints the plan beside the traced peak (docs/cluster.md, several shapes).
 Tokens per phase are an upper bound: steps × batch × max length (documents are usually shorter).
 """
 
 from __future__ import annotations
+
+from normgrow.spec.execution import shares_teacher_forward
 
 GB = 1e9
 WRITE_GB_PER_S = 1.0  # an assumed file system rate, for the resume state's save time only
@@ -99,9 +100,10 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
     # one fp32 process keeps the plain module: nothing is gathered (normgrow.train.distributed.shard_student)
     gathered = 0 if gpus == 1 and compute == 4 else compute * (counts["embedding"] + counts["head"] + h
                                                                  + 2 * layer_parameters(teacher_config))
+    shared = shares_teacher_forward(students)  # the teacher's hidden states held through every backward
     stages = {
         "teacher forward (one layer, inference)": teacher_bytes * tokens * (3 * i + 4 * h),
-        "KD + CE (saved inputs, fused loss)": saved + (2 + (students == 1)) * compute * positions * h
+        "KD + CE (saved inputs, fused loss)": saved + (2 + (not shared)) * compute * positions * h
         + 6 * 4 * chunk * v + 4 * v * h,
         "backward (saved inputs, one layer)": saved + compute * v * h + recomputed,
     }
@@ -114,7 +116,7 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
         **others,
         f"gathered {t['precision']} weights (root unit, 2 layers)": gathered,
         f"teacher ({config['teacher']['dtype']}, replicated)": teacher_bytes * teacher_parameters(teacher_config),
-        **({"teacher hidden states (loss positions)": teacher_bytes * positions * h} if students > 1 else {}),
+        **({"teacher hidden states (loss positions)": teacher_bytes * positions * h} if shared else {}),
         "largest stage of the step (below)": stages[largest],
     }
     total = sum(memory.values())

@@ -49,6 +49,7 @@ from torch.distributed.tensor import DTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from normgrow.spec.curriculum import Training
+from normgrow.spec.execution import shares_teacher_forward
 from normgrow.train.data import Batch
 from normgrow.train.distributed import Ranks, shard_student
 from normgrow.train.objective import Objective
@@ -168,7 +169,7 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
 
     from normgrow.model.student import BlockStackStudent
     from normgrow.train.forward import Distillation, LossInputs, teacher_hidden_states
-    from normgrow.train.trainer import backward_step, build_optimizer, optimizer_step, shares_teacher_forward
+    from normgrow.train.trainer import backward_step, build_optimizer, optimizer_step
 
     s, t = config["student"], config["train"]
     training = Training.from_config(t)

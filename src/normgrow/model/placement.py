@@ -30,9 +30,6 @@ import torch
 from torch import nn
 
 from normgrow.model.family import family
-from normgrow.model.layout import PATTERN as PATTERN  # re-exported: the registry's names, as before
-from normgrow.model.layout import PLACEMENTS as PLACEMENTS
-from normgrow.model.layout import boundary as boundary
 from normgrow.model.layout import layer_kinds, residual_scale
 
 

@@ -15,7 +15,8 @@ from torch.utils.checkpoint import checkpoint
 from transformers.masking_utils import create_causal_mask
 
 from normgrow.model.family import family
-from normgrow.model.placement import boundary, layer_classes
+from normgrow.model.layout import boundary
+from normgrow.model.placement import layer_classes
 
 
 def student_config(teacher_config, num_layers: int, attn_implementation: str = "sdpa"):

@@ -2,7 +2,7 @@
 the setting(s) at which the paper's headline is then measured.
 
 The paper's headline is a difference of differences that starts from a tie under joint training
-(Δ_joint = +0.0004). A calibration study (configs/calibration.yaml, workflow/study.smk) trains only
+(Δ_joint ≈ 0, paper Table 1). A calibration study (configs/calibration.yaml, workflow/study.smk) trains only
 the joint runs, under paired seeds, at every setting of a grid (the peak learning rate and the
 warm-up, to which post-norm is known to be sensitive: Xiong et al. 2020, Liu et al. 2020), and
 selects by rules written down before any grow run at these settings exists:

@@ -6,7 +6,7 @@ necessary, not sufficient. These preconditions decide whether the run starts whe
 and whether the mechanism the paper names can show in it at all. Each has a threshold, and why:
 
 - baseline parity: the paper's headline is a difference of differences that starts from a tie
-  (|Δ_joint| 0.0004 against |interaction| 0.0332). Held when Δ_joint is small against the
+  (|Δ_joint| a small fraction of |interaction|: paper Table 1). Held when Δ_joint is small against the
   interaction: its 95% seed interval (one seed: its value) inside ±`MAX_PARITY_SHARE` × |mean
   interaction|. At a quarter, Δ_grow = Δ_joint + interaction takes the interaction's sign, so "post-norm
   ahead under growth" says something about growth, not about how each placement trains at all;
@@ -16,8 +16,8 @@ and whether the mechanism the paper names can show in it at all. Each has a thre
 - kurtosis reachable: the Pearson kurtosis of n values is at most n − 2 + 1/(n − 1); held when that bound
   over the diagnostic batch's real tokens exceeds the paper's > 2,400 (Fig. A1), so the claim can be met;
 - massive activations in the teacher (normgrow.train.probe): the largest max/median token RMS over the
-  teacher's layers at least `MIN_MASSIVE` (a real 135M decoder, SmolLM2-135M, reaches 115–180× on its
-  first token; docs/miniature.md). The paper does not report its teacher's; a student distilled from a
+  teacher's layers at least `MIN_MASSIVE` (a real 135M decoder reaches far more on its first token:
+  docs/miniature.md). The paper does not report its teacher's; a student distilled from a
   teacher without any outlier has no scale to inherit at structural tokens.
 """
 

@@ -24,6 +24,14 @@ TASKS_FILE = ".tasks.json"  # {first phase dir}/.tasks.json: the phases' argumen
 # and the live curves under the config's `tracking.dir` (results/tracking): appended to by every phase.
 
 
+def shares_teacher_forward(students: int) -> bool:
+    """Whether an update of `students` runs the teacher once before their steps and hands each its hidden
+    states (a group: they stay in memory through every student's backward), or inside the one student's
+    step, which frees them before its backward (a phase alone). The trainer, the memory trace and the
+    plan (normgrow.train.trainer, normgrow.cluster.trace and .plan) all ask here."""
+    return students > 1
+
+
 @dataclass(frozen=True)
 class Tracking:
     """The config's `tracking` section, and the name of the tracked run (set by the job)."""

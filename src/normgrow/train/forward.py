@@ -100,7 +100,7 @@ class Distillation:
 
         def loss(hidden, weight):
             return fused_objective(self.objective, at_positions(hidden, inputs.positions), weight, teacher_hidden,
-                                   teacher_weight, inputs.labels, self.chunk, inputs.normalizer)
+                                   teacher_weight, inputs.labels, chunk=self.chunk, normalizer=inputs.normalizer)
 
         return student(inputs.rows.input_ids, inputs.rows.attention_mask, loss=loss,
                        position_ids=inputs.rows.position_ids)

@@ -8,8 +8,8 @@ averaged over those positions (token-weighted across the whole batch). CE is the
 cross-entropy of the student at temperature 1; KD is the KL term before weighting; PPL = exp(CE).
 
 KD soft = the soft cross-entropy −Σ q_τ^teacher · log q_τ^student = KL + H(q_τ^teacher), logged
-beside KD: it is what the paper's KD column reports (its Table 2 prints KD 3.0155 above CE 2.9802,
-which a KL of a student that close to its teacher cannot be, and a soft cross-entropy is). Only KD
+beside KD: it is what the paper's KD column reports (its Table 2 prints a KD above the CE, which a
+KL of a student that close to its teacher cannot be, and a soft cross-entropy is). Only KD
 (the KL) enters the loss; KD soft differs from it by the teacher's entropy, a constant of the data.
 """
 
@@ -142,7 +142,7 @@ def _chunk_terms(h, weight, teacher_h, teacher_weight, y, *, objective: Objectiv
     return kd, entropy, ce
 
 
-def fused_objective(objective: Objective, hidden, weight, teacher_hidden, teacher_weight, labels,
+def fused_objective(objective: Objective, hidden, weight, teacher_hidden, teacher_weight, labels, *,
                     chunk: int, normalizer: float | None = None) -> dict[str, torch.Tensor]:
     """`objective` on hidden states at the loss positions, chunked over positions and fused with the
     LM heads (see FusedDistillationLoss). Returns `total`, `ce`, `kd` and `kd_soft` like `Objective`:

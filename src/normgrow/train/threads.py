@@ -4,8 +4,7 @@ torch runs its CPU kernels on OpenMP (GNU libgomp). A thread that reaches a barr
 `GOMP_SPINCOUNT` times before it sleeps — 300,000 by default. On a machine where another process
 holds one of the cores (a laptop, a test run, a second job), the thread that waits burns the
 time slices the thread it waits for needs, and a 2-thread job slows down far more than its fair
-share: the embedded default's teacher pretraining ran 3–4× slower beside one busy single-threaded
-process, ~20× beside another torch process. With a short spin the waiting thread yields its core
+share (docs/performance.md has the measured slowdowns). With a short spin the waiting thread yields its core
 and the slowdown stays near the share the other process takes, for a small cost on idle cores;
 benchmarks/contention.py measures both settings in one run (docs/performance.md).
 

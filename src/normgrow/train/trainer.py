@@ -50,7 +50,7 @@ from tqdm import tqdm
 from normgrow.model.student import BlockStackStudent
 from normgrow.spec import science_code
 from normgrow.spec.curriculum import DataPosition, PhaseSpec, Training, snapshot_steps, stream_key
-from normgrow.spec.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Execution
+from normgrow.spec.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Execution, shares_teacher_forward
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import Ranks, process_group, shard_student
 from normgrow.train.evaluate import evaluate_students
@@ -171,14 +171,6 @@ def check_group(tasks: list[PhaseTask]) -> None:
     if len(shared) > 1:
         raise ValueError("a group's phases must share threads, train.state_every, train.loss_chunk and "
                          "train.padding_free")
-
-
-def shares_teacher_forward(students: int) -> bool:
-    """Whether an update of `students` runs the teacher once before their steps and hands each its hidden
-    states (a group: they stay in memory through every student's backward), or inside the one student's
-    step, which frees them before its backward (a phase alone). `GroupTrainer.step` and the memory trace
-    (normgrow.cluster.trace) both ask here."""
-    return students > 1
 
 
 @dataclass
