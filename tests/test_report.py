@@ -30,6 +30,9 @@ def test_every_table_and_figure_is_written(ci_workdir):
             assert (paper / "figures" / f"{name}.{ext}").stat().st_size > 1000, (name, ext)
     report = (paper / "report.md").read_text()
     assert "## Claims" in report and "Warning" in report and "## Regime" in report
+    # the preconditions beside the conditions, and no "in regime" while one is absent or unmeasured
+    assert "| precondition | paper | this run | threshold | status |" in report
+    assert ("ABSENT" in report or "not measured" in report) and "In the paper's regime" not in report
     assert re.search(r"\*\*(agrees|disagrees|inconclusive)( \(1 seed\))?( \(not in regime\))?\*\*", report)
     assert "git commit" in report and "text SHA-256" in report
 
