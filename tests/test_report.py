@@ -38,6 +38,15 @@ def test_every_table_and_figure_is_written(ci_workdir):
 
 
 @pytest.mark.slow
+def test_the_tables_equal_an_independent_recomputation_from_the_raw_outputs(ci_workdir):
+    """tests/recompute_tables.py, which imports nothing of normgrow, finds each value it recomputes
+    from the phases' eval.csv and train.csv in the tables."""
+    from recompute_tables import not_in_tables, recompute
+
+    assert len(recompute(ci_workdir)) > 30 and not_in_tables(ci_workdir) == []
+
+
+@pytest.mark.slow
 def test_report_renders_in_chromium(ci_workdir, tmp_path, chromium):
     page = tmp_path / "index.html"
     page.write_text((ci_workdir / "results" / "paper" / "index.html").read_text().replace("</body>",
