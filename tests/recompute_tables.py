@@ -1,8 +1,9 @@
 """The tables of a finished run recomputed from its raw outputs (every phase's eval.csv and train.csv, the
 runs' phases.json) from the paper's definitions, importing nothing of normgrow: final validation CE per
-run and seed, Δ_joint, Δ_grow and the interaction (Table 1), phase 0 of grow (Table 2), the controls'
-CEs (Tables 3, A3, B3), steps and tokens summed from every update's logged count (Table A2). Each value's
-mean over the seeds must appear among the numbers of its table's CSV (results/paper/tables/).
+run, Δ_joint, Δ_grow and the interaction (Table 1), phase 0 of grow (Table 2), the budget controls (Table 3),
+freeze (Table A3) and iterator reset (Table B3), steps and tokens summed from every update's logged count
+(Table A2). Each value's mean over the seeds must be the `mean` of its own cell (row, column) of its
+table's CSV (results/paper/tables/), to 1e-9.
 
     python tests/recompute_tables.py RUN_DIRECTORY
 """
@@ -14,8 +15,15 @@ import json
 import sys
 from pathlib import Path
 
-CONTROLS = {"post-joint-long": "table3", "post-joint-longer": "table3", "pre-freeze": "tableA3",
-            "post-freeze": "tableA3", "pre-grow-reset": "tableB3", "post-grow-reset": "tableB3"}
+PLACEMENT_ROWS = {"pre": "Pre-norm", "post": "Post-norm"}
+CONTROLS = {"post-joint-long": ("table3", "Post-Joint-long (active-layer tokens)", "CE"),
+            "post-joint-longer": ("table3", "Post-Joint-longer (total tokens)", "CE"),
+            "pre-freeze": ("tableA3", "Pre-norm", "Freeze"), "post-freeze": ("tableA3", "Post-norm", "Freeze"),
+            "pre-grow-reset": ("tableB3", "Pre-norm", "Grow-reset"),
+            "post-grow-reset": ("tableB3", "Post-norm", "Grow-reset")}
+PHASE0 = {"ce": "CE", "kd_soft": "KD (soft CE)", "kd": "KL", "ppl": "PPL"}
+
+Cell = tuple[str, str, str]  # table, row, column
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -23,9 +31,8 @@ def read_rows(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def recompute(root: Path) -> dict[str, tuple[str, float]]:
-    """Each recomputed value by name and seed ("name/seed"), with the table that must hold its mean over
-    the seeds."""
+def recompute(root: Path) -> dict[Cell, list[float]]:
+    """Each recomputed value, one per seed, by the table cell that must hold its mean."""
     runs = {}
     for path in root.glob("results/runs/*/seed*/phases.json"):
         index = json.loads(path.read_text())
@@ -34,53 +41,53 @@ def recompute(root: Path) -> dict[str, tuple[str, float]]:
     def final(run: str, seed: int, phase: int = -1, column: str = "ce") -> float:
         return float(read_rows(runs[(run, seed)][phase] / "eval.csv")[-1][column])
 
-    values = {}
+    values: dict[Cell, list[float]] = {}
+
+    def add(cell: Cell, value: float) -> None:
+        values.setdefault(cell, []).append(value)
+
     for seed in sorted({s for _, s in runs}):
-        pj, qj, pg, qg = (final(r, seed) for r in ("pre-joint", "post-joint", "pre-grow", "post-grow"))
-        values |= {f"{name}/{seed}": ("table1", v) for name, v in (
-            ("pre-joint", pj), ("post-joint", qj), ("pre-grow", pg), ("post-grow", qg), ("Δ_joint", qj - pj),
-            ("Δ_grow", qg - pg), ("interaction", (qg - pg) - (qj - pj)))}
-        values |= {f"{r}/{seed}": (table, final(r, seed)) for r, table in CONTROLS.items() if (r, seed) in runs}
-        values |= {f"{r}/phase 0/{k}/{seed}": ("table2", final(r, seed, 0, k))
-                   for r in ("pre-grow", "post-grow") for k in ("ce", "kd", "kd_soft", "ppl")}
-    for (run, seed), phases in runs.items():
+        ce = {(p, c): final(f"{p}-{c}", seed) for p in PLACEMENT_ROWS for c in ("joint", "grow")}
+        for (p, c), v in ce.items():
+            add(("table1", PLACEMENT_ROWS[p], c.capitalize()), v)
+        d_joint, d_grow = ce["post", "joint"] - ce["pre", "joint"], ce["post", "grow"] - ce["pre", "grow"]
+        add(("table1", "Δ (Post−Pre)", "Joint"), d_joint)
+        add(("table1", "Δ (Post−Pre)", "Grow"), d_grow)
+        add(("table1", "Interaction (Δ_grow − Δ_joint)", "Grow"), d_grow - d_joint)
+        for run, cell in CONTROLS.items():
+            if (run, seed) in runs:
+                add(cell, final(run, seed))
+        for p in PLACEMENT_ROWS:
+            for column, name in PHASE0.items():
+                add(("table2", p.capitalize(), name), final(f"{p}-grow", seed, 0, column))
+    for (run, _), phases in runs.items():
         updates = [row for folder in phases for row in read_rows(folder / "train.csv")]
-        values |= {f"{run}/steps/{seed}": ("tableA2", len(updates)),
-                   f"{run}/tokens/{seed}": ("tableA2", sum(int(u["tokens"]) for u in updates))}
+        add(("tableA2", run, "steps"), len(updates))
+        add(("tableA2", run, "total tokens"), sum(int(u["tokens"]) for u in updates))
     return values
 
 
-def table_numbers(path: Path) -> list[float]:
-    numbers = []
-    for row in read_rows(path):
-        for value in row.values():
-            try:
-                numbers.append(float(value))
-            except (TypeError, ValueError):
-                pass
-    return numbers
+def seed_means(root: Path) -> dict[Cell, float]:
+    """The recomputed values' means over the seeds (what a table shows), by cell."""
+    return {cell: sum(v) / len(v) for cell, v in recompute(root).items()}
 
 
-def seed_means(root: Path) -> dict[str, tuple[str, float]]:
-    """The recomputed values' means over the seeds (what a table shows), by name."""
-    by_name = {}
-    for key, (table, value) in recompute(root).items():
-        by_name.setdefault(key.rsplit("/", 1)[0], (table, []))[1].append(value)
-    return {name: (table, sum(values) / len(values)) for name, (table, values) in by_name.items()}
-
-
-def not_in_tables(root: Path) -> list[str]:
-    """The recomputed means that their table does not hold (to 1e-9, relative)."""
+def not_in_tables(root: Path) -> list[Cell]:
+    """The cells whose `mean` in the table's CSV is missing or differs from the recomputed mean."""
     tables = root / "results" / "paper" / "tables"
-    numbers = {path.stem: table_numbers(path) for path in tables.glob("*.csv")}
-    return [name for name, (table, v) in seed_means(root).items()
-            if not any(abs(n - v) <= 1e-9 * max(1.0, abs(v)) for n in numbers.get(table, []))]
+    cells = {}
+    for path in tables.glob("*.csv"):
+        for row in read_rows(path):
+            if row["mean"]:
+                cells[(path.stem, row["row"], row["column"])] = float(row["mean"])
+    return [cell for cell, v in seed_means(root).items()
+            if cell not in cells or abs(cells[cell] - v) > 1e-9 * max(1.0, abs(v))]
 
 
 if __name__ == "__main__":
     root = Path(sys.argv[1])
-    values, missing = seed_means(root), not_in_tables(root)
-    for name, (table, v) in values.items():
-        print(f"{name:40s} {table:8s} {v:18.10f} {'NOT IN ITS TABLE' if name in missing else ''}")
-    print(f"{len(values) - len(missing)} of {len(values)} recomputed values are in the tables")
-    sys.exit(1 if missing else 0)
+    means, wrong = seed_means(root), not_in_tables(root)
+    for cell, v in means.items():
+        print(f"{' / '.join(cell):60s} {v:18.10f} {'NOT IN ITS TABLE' if cell in wrong else ''}")
+    print(f"{len(means) - len(wrong)} of {len(means)} recomputed cells equal the tables")
+    sys.exit(1 if wrong or not means else 0)

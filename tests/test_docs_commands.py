@@ -9,6 +9,7 @@ import re
 import shlex
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -70,19 +71,40 @@ def test_the_commands_are_found():
     assert JOB_COUNTS and set(JOB_COUNTS) <= set(WRITTEN)
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=[f"{', '.join(WHERE[c])}: {c}" for c in COMMANDS])
-def test_written_command_dry_runs(command, tmp_path):
-    where = ", ".join(WHERE[command])
+def skipped(command: str) -> str | None:
+    """Why a written command is not dry-run here, if it is not."""
     if "$(" in command:
-        pytest.skip("needs the links of a finished run (shell substitution)")
+        return "needs the links of a finished run (shell substitution)"
     if "--report" in command:
-        pytest.skip("reports a finished run (tests/test_snakemake_report.py runs it on the CI run)")
-    (tmp_path / "my.yaml").write_text("{}\n")  # the docs' placeholder for a user's own config
-    args = [tmp_path / "my.yaml" if a == "my.yaml" else a for a in shlex.split(command)[1:]]
+        return "reports a finished run (tests/test_snakemake_report.py runs it on the CI run)"
+    return None
+
+
+def dry_run(command: str, directory: Path) -> subprocess.CompletedProcess:
+    """`command` with `-n`, in the scratch `directory`."""
+    (directory / "my.yaml").write_text("{}\n")  # the docs' placeholder for a user's own config
+    args = [directory / "my.yaml" if a == "my.yaml" else a for a in shlex.split(command)[1:]]
     for teacher in local_teachers(args):  # written by a step before the command (its config's header says which)
-        (tmp_path / teacher).mkdir(parents=True)
-    dry = [SNAKEMAKE, "-n", "--directory", str(tmp_path), *map(str, args)]
-    proc = subprocess.run(dry, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        (directory / teacher).mkdir(parents=True)
+    dry = [SNAKEMAKE, "-n", "--directory", str(directory), *map(str, args)]
+    return subprocess.run(dry, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """Every written command's dry run, two at a time (each is one single-threaded Snakemake process)."""
+    commands = [c for c in COMMANDS if skipped(c) is None]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = pool.map(lambda c: dry_run(c, tmp_path_factory.mktemp("dry")), commands)
+        return dict(zip(commands, runs, strict=True))
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[f"{', '.join(WHERE[c])}: {c}" for c in COMMANDS])
+def test_written_command_dry_runs(command, dry_runs):
+    where = ", ".join(WHERE[command])
+    if skipped(command):
+        pytest.skip(skipped(command))
+    proc = dry_runs[command]
     assert proc.returncode == 0, f"{where}: {command}\n{proc.stdout[-3000:]}"
     for place in WHERE[command]:
         if (place, command) in JOB_COUNTS:  # the number of jobs the doc says it lists

@@ -51,8 +51,13 @@ def test_the_torch_free_rooms_import_no_torch():
 
 
 def test_contributings_map_names_every_module_of_every_room():
-    """CONTRIBUTING.md's Layout names each room's modules (as `module` or `room/module.py`)."""
+    """CONTRIBUTING.md's Layout names each room's modules (as `module` or `room/module.py`) in that room's
+    own row of the table (the paper room: in its own paragraph)."""
     text = (REPO / "CONTRIBUTING.md").read_text()
-    unnamed = [f"{room}/{p.name}" for room in ORDER for p in sorted((PACKAGE / room).glob("*.py"))
-               if p.stem != "__init__" and f"`{p.stem}`" not in text and f"`{room}/{p.name}`" not in text]
-    assert not unnamed, f"CONTRIBUTING.md's map does not name {unnamed}"
+    unnamed = []
+    for room in ORDER:
+        start = text.index(f"- `src/normgrow/{room}/`:" if room == "paper" else f"  | `{room}/` |")
+        entry = text[start:text.index("\n- " if room == "paper" else "\n", start + 1)]
+        unnamed += [f"{room}/{p.name}" for p in sorted((PACKAGE / room).glob("*.py"))
+                    if p.stem != "__init__" and f"`{p.stem}`" not in entry and f"`{room}/{p.name}`" not in entry]
+    assert not unnamed, f"CONTRIBUTING.md's map does not name {unnamed} in their room's entry"

@@ -243,13 +243,14 @@ def test_a_phase_alone_stops_with_its_own_error_on_a_non_finite_loss(workspace, 
 def test_a_phase_alone_frees_the_teachers_hidden_states_before_backward(workspace, monkeypatch):
     """A phase alone runs the teacher inside its student's step: the teacher's hidden states are gone once the
     student's forward has used them, before its backward; a group shares one teacher forward, held through
-    every student's backward. The memory trace asks the trainer's own rule (normgrow.cluster.trace)."""
+    every student's backward. The trainer, the memory trace and the plan ask one rule (normgrow.spec.execution)."""
     import gc
     import weakref
 
-    from normgrow.train import forward, trainer
+    from normgrow.spec.execution import shares_teacher_forward
+    from normgrow.train import forward
 
-    assert not trainer.shares_teacher_forward(1) and trainer.shares_teacher_forward(2)
+    assert not shares_teacher_forward(1) and shares_teacher_forward(2)
     made, checked = [], []
     hidden_states, terms = forward.teacher_hidden_states, forward.Distillation.terms
 

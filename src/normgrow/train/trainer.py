@@ -226,7 +226,7 @@ class GroupTrainer:
                 raise type(error)(f"{task.spec.describe()}: {error}") from error
         first = self.members[0]
         self.steps, self.eval_every = first.spec.phase.steps, first.spec.training.eval_every
-        self.progress_every, self.pad_id, self.valid = first.execution.state_every, first.pad_id, first.valid
+        self.state_every, self.pad_id, self.valid = first.execution.state_every, first.pad_id, first.valid
         self.layout = first.layout
         self.label = first.label if len(tasks) == 1 else f"group of {len(tasks)}"
         self.faults = Faults.from_environment()
@@ -264,7 +264,7 @@ class GroupTrainer:
                     self.evaluate(t, live)
                 self.faults.after_update(t)
                 preempted = self.ranks.any(sigterm.requested)
-                if preempted or (t % self.progress_every == 0 and t < self.steps):
+                if preempted or (t % self.state_every == 0 and t < self.steps):
                     for member in live:
                         member.save_resume_state()
                 if preempted:
