@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,18 @@ def train(setup: dict, name: str, fault: str | None = None, spec: Path | None = 
     command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(spec or setup["spec"]),
                "--teacher", str(root / "teacher"), "--tokens", str(root / "tokens"), "--out", str(root / name)]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def killed_at_8(setup) -> Path:
+    """The phase killed (SIGKILL) at update 8: its states of updates 3 and 6 on disk, no outputs."""
+    assert train(setup, "killed-at-8", fault="kill@8").returncode == -9
+    return setup["root"] / "killed-at-8"
+
+
+def killed_copy(setup: dict, killed: Path, name: str) -> None:
+    """A copy of the killed phase's directory under `name`, to resume or to damage."""
+    shutil.copytree(killed, setup["root"] / name)
 
 
 def assert_same_as_reference(setup: dict, name: str) -> None:
@@ -82,8 +95,8 @@ def test_sigterm_saves_a_state_and_resumes_to_the_same_result(setup):
 
 
 @pytest.mark.slow
-def test_corrupted_state_falls_back_to_the_previous_one(setup):
-    assert train(setup, "corrupt", fault="kill@8").returncode == -9
+def test_corrupted_state_falls_back_to_the_previous_one(setup, killed_at_8):
+    killed_copy(setup, killed_at_8, "corrupt")
     resume = setup["root"] / "corrupt" / "resume"
     newest = next((resume / "state-6").glob("*.distcp"))
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # truncated
@@ -95,8 +108,8 @@ def test_corrupted_state_falls_back_to_the_previous_one(setup):
 
 
 @pytest.mark.slow
-def test_all_states_corrupted_is_a_clear_error(setup):
-    assert train(setup, "allbad", fault="kill@8").returncode == -9
+def test_all_states_corrupted_is_a_clear_error(setup, killed_at_8):
+    killed_copy(setup, killed_at_8, "allbad")
     for state in (setup["root"] / "allbad" / "resume").glob("state-*/*.distcp"):
         state.write_bytes(b"garbage")
     proc = train(setup, "allbad")
@@ -133,9 +146,9 @@ def changed_arguments(setup: dict, name: str, part: str, **changes) -> Path:
 
 
 @pytest.mark.slow
-def test_a_state_saved_under_other_execution_settings_resumes(setup):
+def test_a_state_saved_under_other_execution_settings_resumes(setup, killed_at_8):
     """state_every, loss_chunk and threads are not part of the phase: its resume states stay valid."""
-    assert train(setup, "execution", fault="kill@8").returncode == -9
+    killed_copy(setup, killed_at_8, "execution")
     other = changed_arguments(setup, "execution", "execution", state_every=5, loss_chunk=7, threads=2)
     proc = train(setup, "execution", spec=other)
     assert proc.returncode == 0, proc.stderr
@@ -144,9 +157,9 @@ def test_a_state_saved_under_other_execution_settings_resumes(setup):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("part,changes", [("spec", {"lr": 0.02}), ("execution", {"snapshots": 1})])
-def test_a_state_of_another_phase_or_other_snapshots_is_not_resumed(setup, part, changes):
+def test_a_state_of_another_phase_or_other_snapshots_is_not_resumed(setup, killed_at_8, part, changes):
     name = f"other-{part}"
-    assert train(setup, name, fault="kill@8").returncode == -9
+    killed_copy(setup, killed_at_8, name)
     proc = train(setup, name, spec=changed_arguments(setup, name, part, **changes))
     assert proc.returncode == 0, proc.stderr
     assert "resumed" not in proc.stderr
@@ -260,7 +273,8 @@ PREEMPTED_RUNS = ["post-grow", "post-freeze", "post-grow-reset", "post-joint-lon
 def test_workflow_with_every_phase_preempted_once_matches_the_uninterrupted_run(ci_workdir, tmp_path):
     """The CI workflow's runs of every curriculum kind with SIGTERM at update 5 of every phase: each
     phase saves a state, exits 143, and Snakemake's retry (profiles/default) resumes it; the results
-    equal the uninterrupted run's (ci_workdir, every run)."""
+    equal the uninterrupted run's (ci_workdir, every run). The data and the teacher are the CI run's
+    (copied with their times and Snakemake's records: up to date, not rebuilt)."""
     import pandas as pd
     import yaml
     from conftest import snakemake_command
@@ -269,11 +283,13 @@ def test_workflow_with_every_phase_preempted_once_matches_the_uninterrupted_run(
     runs.write_text(yaml.safe_dump({"build": PREEMPTED_RUNS, "diagnostics": {"runs": ["post-grow"]}}))
     env = {**os.environ, "NORMGROW_FAULT": "term@5"}
     work = tmp_path / "work"
-    work.mkdir()
+    for kept in ("results/data", "results/teacher", ".snakemake/metadata"):
+        shutil.copytree(ci_workdir / kept, work / kept, symlinks=True)  # copy2: modification times kept
     proc = subprocess.run(snakemake_command(work, "--cores", "2", "--configfile", str(REPO / "configs" / "ci.yaml"),
                                             str(runs), "--", "results/metrics/phases.csv", config=None),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "rule pretrain_teacher:" not in proc.stdout and "rule tokenize_corpus:" not in proc.stdout
     logs = list((work / "logs" / "phases").glob("*.log"))
     assert len(logs) == 10  # the distinct phases of the four runs
     for log in logs:

@@ -55,9 +55,11 @@ def cluster(tmp_path_factory):
 def slurm_run(cluster, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     workdir = tmp_path_factory.mktemp("slurm-run")
     # The test cluster keeps no accounting database: status comes from squeue (the profile leaves the
-    # plugin's default, sacct where accounting exists), and the first check comes early.
+    # plugin's default, sacct where accounting exists), and the first check comes after a second: the
+    # plugin waits that long again after each finished job, and 10 s longer after each check that
+    # finds none finished.
     command = ["timeout", "-k", "30", str(TIMEOUT), SNAKEMAKE, "--profile", "slurm", "--directory", str(workdir),
-               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
                "--configfile", *CONFIGS, "--", "results/paper"]
     # SLURM, not the test session (which hides GPUs, see conftest), decides which devices a job sees
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
@@ -140,7 +142,7 @@ def test_a_phase_past_its_time_limit_resumes_to_the_uninterrupted_result(slurm_r
     (tmp_path / "limit.yaml").write_text("resources:\n  train: {runtime: 3, warning_seconds: 60}\n")
     target = f"results/phases/{key}/state.json"
     command = ["timeout", "-k", "30", "900", SNAKEMAKE, "--profile", "slurm", "--directory", str(workdir),
-               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
                "--configfile", *CONFIGS, str(tmp_path / "limit.yaml"), "--forcerun", target, "--", target]
     # ~12 s to start, 12 updates of 10 s: past the warning's latest (120 s), and the restart inside the
     # allocation (resuming from update 4 to 9) ends 30-40 s before the limit

@@ -71,8 +71,9 @@ def test_the_documented_commands_dry_run_the_paper_dag_without_torch(tmp_path):
         if (REPO / name).is_file():
             (checkout / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, checkout / name)
+    # PIP_NO_COMPILE=0 is --no-compile (pip reads the variables of its --no- options inverted)
     environment = {"HOME": str(tmp_path), "PATH": without_torch_or_slurm(tmp_path),
-                   "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+                   "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_COMPILE": "0"}
     script = "set -euo pipefail\n" + "\n".join(documented_commands()) + "\n" + \
         "if python -c 'import torch' 2>/dev/null; then echo 'torch is importable'; exit 3; fi\n"
     proc = subprocess.run(["bash", "-c", script], cwd=checkout, env=environment, stdout=subprocess.PIPE,
