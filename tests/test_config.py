@@ -163,7 +163,7 @@ def test_nested_command_line_values_are_read_as_yaml(default):
 
 def test_min_lr_above_lr_is_refused(default):
     default["train"]["min_lr"] = 1.0
-    assert "train.min_lr (1.0) is larger than train.lr (0.001)" in error_of(default)
+    assert "train.min_lr (1.0) is larger than train.lr (0.02)" in error_of(default)
 
 
 def test_build_selects_runs_in_the_order_of_runs(default):
