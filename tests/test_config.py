@@ -61,7 +61,7 @@ def test_default_config_is_valid(default):
 def test_ci_config_merged_over_default_is_valid(default, ci):
     validated = validate_config(ci, SCHEMA)
     assert validated["train"]["phase_steps"] == 12
-    assert validated["train"]["lr"] == default["train"]["lr"]  # inherited from config.yaml
+    assert validated["train"]["min_lr"] == default["train"]["min_lr"]  # inherited from config.yaml
     assert validated["runs"] == default["runs"]
     assert default["data"]["source"].items() <= validated["data"]["source"].items()
     assert train_docs_required(validated) <= validated["data"]["train_docs"]
