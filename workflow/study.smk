@@ -10,7 +10,6 @@ import os
 import sys
 
 import yaml
-from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.spec.config import merge  # noqa: E402
@@ -39,6 +38,11 @@ if SHARED_TEACHER:
                              "one teacher for every scale: set them in study.common")
 TEACHER = f"{OUT}/teacher.model"
 WORKFLOW = os.path.join(workflow.basedir, "..", "Snakefile")
+
+
+include: "rules/nested.smk"
+
+
 with open(os.path.join(workflow.basedir, "..", "config.yaml")) as f:
     DEFAULT = yaml.safe_load(f)
 
@@ -59,30 +63,6 @@ def scale_overrides(scale):
 
 def merged_config(scale):
     return merge(copy.deepcopy(DEFAULT), scale_overrides(scale))
-
-
-def outer_profile():
-    """The profile this study was started with (`--profile P`, or SNAKEMAKE_PROFILE), or None."""
-    for i, arg in enumerate(sys.argv):
-        if arg == "--profile" and i + 1 < len(sys.argv):
-            return sys.argv[i + 1]
-        if arg.startswith("--profile="):
-            return arg.split("=", 1)[1]
-    return os.environ.get("SNAKEMAKE_PROFILE")
-
-
-def nested_options():
-    """How a scale's (and the shared teacher's) nested workflow runs: under the study's profile, so
-    that `snakemake -s workflow/study.smk --profile slurm` trains every scale through the SLURM
-    executor (the nested workflow submits its jobs; this job only orchestrates it, on the submitting
-    host). Other options of the outer call do not reach the nested workflows: put them in the profile."""
-    profile = outer_profile()
-    executor = workflow.executor_plugin
-    if profile is None and executor is not None and not workflow.local_exec:
-        raise WorkflowError(f"the study runs under the {executor.cli_prefix} executor without a profile: its "
-                            "scales would train on this host. Start it with --profile (e.g. --profile slurm), "
-                            "which the nested workflows then use too")
-    return f"--profile {profile}" if profile else ""
 
 
 # The scales and the shared teacher run nested workflows: they stay on the submitting host, which the

@@ -9,6 +9,8 @@ from normgrow.spec.config import (
     built_runs,
     job_resources,
     launch_ranks,
+    pretrain_recipe,
+    pretrain_seed,
     science_config,
     train_docs_required,
     validate_config,
@@ -22,7 +24,6 @@ from normgrow.spec.curriculum import (
     run_phases,
 )
 from normgrow.spec.execution import PHASE_FILES, SNAPSHOTS_DIR
-from normgrow.spec.kinds import without_execution
 
 validate_config(config)  # the schema is package data: normgrow/spec/config.schema.yaml
 

@@ -5,8 +5,8 @@ rule pretrain_teacher:
     output:
         directory("results/teacher/model"),
     params:
-        pretrain=without_execution(config)["teacher"].get("pretrain"),
-        seed=config["data"]["split_seed"],
+        pretrain=pretrain_recipe(config),
+        seed=pretrain_seed(config),
         document_order=DOCUMENT_ORDER,
     threads: config["teacher"]["pretrain"]["threads"] if config["teacher"].get("pretrain") else 1
     log:

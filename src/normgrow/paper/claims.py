@@ -9,6 +9,14 @@ Verdict rules (m = the equivalence margin in nats, config `report.equivalence_ma
   |x| ≤ m decides;
 - a claim made of several parts agrees if all parts agree, disagrees if any part disagrees, and is
   inconclusive otherwise.
+
+Parity (`parity`), one rule for the calibration's selection, the Δ_joint claim, the baseline-parity
+precondition and the pre-registered comparison (normgrow.paper.comparison): Δ_joint's 95% seed interval
+inside [−m, m] with at least `MIN_PARITY_SEEDS` seeds is parity "shown"; entirely outside it, "absent";
+anything else — fewer seeds, or an interval that straddles a bound — "not shown", never "present".
+m is set from the paper, not from the run: the default 0.01 nats is under a third of the paper's
+interaction (−0.0332) and 25× its Δ_joint (+0.0004), so a tie within it cannot account for the paper's
+effect.
 """
 
 from __future__ import annotations
@@ -71,6 +79,43 @@ def equivalence_verdict(values: pd.Series, margin: float) -> str:
     if low > margin or high < -margin:
         return DISAGREES
     return INCONCLUSIVE
+
+
+MIN_PARITY_SEEDS = 3
+SHOWN, ABSENT, NOT_SHOWN = "shown", "absent", "not shown"
+
+
+def parity(low: float, high: float, seeds: int, margin: float) -> str:
+    """Parity of Δ_joint from its 95% interval [low, high] over `seeds` paired seeds (module docstring)."""
+    if seeds >= MIN_PARITY_SEEDS and -margin <= low and high <= margin:
+        return SHOWN
+    if seeds >= MIN_PARITY_SEEDS and (low > margin or high < -margin):
+        return ABSENT
+    return NOT_SHOWN
+
+
+def parity_bound(low: float, high: float) -> float:
+    """How far Δ_joint's interval reaches from 0, max(|low|, |high|): parity is shown when it is at most the
+    margin (with enough seeds), so the smallest bound is the setting nearest to parity."""
+    return max(abs(low), abs(high))
+
+
+def direction_verdict(low: float, high: float, paper: float) -> str:
+    """A difference the paper reports with a sign, judged by size: "agrees" when the 95% interval
+    excludes 0 on the paper's side, "disagrees" when it excludes 0 on the other, else "inconclusive"
+    (whether the paper's value lies inside the interval is reported beside it: `covers`)."""
+    if paper < 0:
+        low, high = -high, -low
+    if low > 0:
+        return AGREES
+    if high < 0:
+        return DISAGREES
+    return INCONCLUSIVE
+
+
+def covers(low: float, high: float, value: float) -> bool:
+    """Whether `value` lies inside [low, high]."""
+    return low <= value <= high
 
 
 def at_least(values: pd.Series, floor: float) -> str:

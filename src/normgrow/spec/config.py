@@ -116,6 +116,20 @@ def science_config(config: dict) -> dict:
     return json.loads(json.dumps(without_execution(config), sort_keys=True))  # `--config` reorders keys
 
 
+def pretrain_recipe(config: dict) -> dict | None:
+    """The teacher's pretraining settings without its seed (`teacher.pretrain.seed`, which
+    `pretrain_seed` resolves), so that a config leaving the seed unset keeps the params it had before
+    the key existed; None for a hub or local teacher."""
+    pretrain = without_execution(config)["teacher"].get("pretrain")
+    return None if pretrain is None else {k: v for k, v in pretrain.items() if k != "seed"}
+
+
+def pretrain_seed(config: dict) -> int:
+    """The seed of the teacher's pretraining: `teacher.pretrain.seed`, or `data.split_seed` when unset."""
+    seed = (config["teacher"].get("pretrain") or {}).get("seed")
+    return config["data"]["split_seed"] if seed is None else seed
+
+
 def check_growth(phase: dict, where: str, appends: bool, steps: int, snapshots: int) -> None:
     """A phase's growth operator (normgrow.spec.curriculum.Growth): only where the phase appends blocks,
     `from` only for zero, `steps` for a ramp and only there, a ramp no longer than the phase."""

@@ -1,0 +1,128 @@
+"""The pre-registered comparison's rules (normgrow.paper.comparison) and the one parity rule
+(normgrow.paper.claims.parity) on constructed numbers."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from normgrow.paper.claims import (
+    ABSENT,
+    AGREES,
+    DISAGREES,
+    INCONCLUSIVE,
+    NOT_SHOWN,
+    SHOWN,
+    direction_verdict,
+    parity,
+)
+from normgrow.paper.comparison import (
+    CELLS,
+    Estimate,
+    Selection,
+    confirmatory,
+    effects,
+    pooled,
+    reading,
+    seeds_needed,
+    select,
+    verdict,
+)
+
+
+def tuning_frame(ce: dict[float, dict[str, list[float]]]) -> pd.DataFrame:
+    """lr → cell → one final CE per seed (seeds 1, 2, ...)."""
+    return pd.DataFrame([{"lr": lr, "seed": i + 1, "cell": cell, "ce": value}
+                         for lr, cells in ce.items() for cell, values in cells.items()
+                         for i, value in enumerate(values)])
+
+
+def test_each_cell_takes_the_lr_of_its_lowest_mean_ce_and_the_lower_lr_on_a_tie():
+    grid = {lr: {cell: [4.0, 4.0, 4.0] for cell in CELLS} for lr in (0.001, 0.01, 0.1)}
+    grid[0.01]["pre-joint"] = [3.9, 3.9, 3.9]
+    grid[0.1]["post-grow"] = [3.8, 3.9, 4.0]
+    selection = select(tuning_frame(grid))
+    assert selection.own == {"pre-joint": 0.01, "post-joint": 0.001, "pre-grow": 0.001, "post-grow": 0.1}
+    assert selection.at_edge("post-grow") and selection.at_edge("post-joint") and not selection.at_edge("pre-joint")
+
+
+def test_the_shared_lr_is_the_one_whose_delta_joint_interval_lies_nearest_zero_not_a_wide_one_that_contains_it():
+    grid = {lr: {cell: [4.0, 4.0, 4.0] for cell in CELLS} for lr in (0.001, 0.01, 0.1)}
+    grid[0.001]["post-joint"] = [3.5, 4.0, 4.6]     # Δ_joint's interval contains 0 but is wide
+    grid[0.01]["post-joint"] = [4.010, 4.012, 4.014]  # a small, tight difference
+    grid[0.1]["post-joint"] = [4.2, 4.2, 4.21]
+    assert select(tuning_frame(grid)).shared == 0.01
+
+
+def test_the_plan_trains_each_cell_at_its_own_lr_and_all_four_at_the_shared_lr():
+    selection = Selection((0.01, 0.02, 0.04), {"pre-joint": 0.01, "post-joint": 0.02, "pre-grow": 0.01,
+                                               "post-grow": 0.04}, 0.02)
+    assert selection.plan() == {0.01: ["pre-joint", "pre-grow"], 0.02: list(CELLS), 0.04: ["post-grow"]}
+
+
+def test_a_reading_pairs_each_seed_across_its_cells_lrs():
+    confirm = pd.DataFrame([{"lr": lr, "seed": seed, "cell": cell, "ce": 4 + lr + seed / 100}
+                            for lr in (0.01, 0.02) for seed in (1, 2) for cell in CELLS])
+    wide = reading(confirm, {"pre-joint": 0.01, "post-joint": 0.02, "pre-grow": 0.01, "post-grow": 0.02})
+    table = effects(wide)
+    assert table["delta_joint"].tolist() == pytest.approx([0.01, 0.01])
+    assert table["interaction"].tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_pooling_two_teachers_that_agree_adds_no_between_teacher_variance():
+    estimate, tau2 = pooled([Estimate(-0.03, -0.05, -0.01, 8, 0.01), Estimate(-0.03, -0.05, -0.01, 8, 0.01)])
+    assert tau2 == 0 and estimate.mean == pytest.approx(-0.03)
+    assert estimate.high - estimate.low == pytest.approx(2 * 1.959964 * 0.01 / math.sqrt(2))
+
+
+def test_pooling_two_teachers_that_disagree_widens_the_interval_beyond_the_seeds_alone():
+    estimate, tau2 = pooled([Estimate(-0.06, 0, 0, 8, 0.005), Estimate(0.02, 0, 0, 8, 0.005)])
+    assert tau2 > 0
+    assert estimate.low < -0.05 and estimate.high > 0.01  # a fixed-effect interval would be ±0.007
+
+
+def test_the_seeds_needed_put_the_expected_interval_inside_the_papers_size():
+    n = seeds_needed(0.05, -0.0332)
+    from normgrow.paper.stats import t975
+    assert t975(n - 1) * 0.05 / math.sqrt(n) < 0.0332 <= t975(n - 2) * 0.05 / math.sqrt(n - 1)
+
+
+@pytest.mark.parametrize(("low", "high", "seeds", "expected"), [
+    (-0.005, 0.008, 3, SHOWN),
+    (-0.005, 0.008, 2, NOT_SHOWN),      # fewer than three seeds never show parity
+    (0.0014, 0.0014, 1, NOT_SHOWN),     # one seed: a point inside the margin is not parity
+    (-0.0168, 0.0298, 6, NOT_SHOWN),    # an interval straddling the margin
+    (0.04, 0.12, 3, ABSENT),
+    (-0.12, -0.04, 3, ABSENT),
+])
+def test_the_parity_rule(low, high, seeds, expected):
+    assert parity(low, high, seeds, 0.01) == expected
+
+
+@pytest.mark.parametrize(("low", "high", "paper", "expected"), [
+    (-0.062, 0.007, -0.0332, INCONCLUSIVE),   # an interaction interval that touches 0
+    (-0.035, -0.007, -0.0332, AGREES),
+    (0.005, 0.05, -0.0332, DISAGREES),
+    (0.001, 0.05, 0.0044, AGREES),
+])
+def test_a_difference_agrees_only_when_its_interval_excludes_zero_on_the_papers_side(low, high, paper, expected):
+    assert direction_verdict(low, high, paper) == expected
+
+
+def test_a_verdict_says_whether_the_papers_value_lies_inside_the_interval():
+    assert verdict("interaction", Estimate(-0.01, -0.02, -0.001, 8, 0.004), 0.01, -0.0332) == \
+        "agrees; paper outside"
+    assert verdict("delta_joint", Estimate(0.001, -0.004, 0.006, 8, 0.002), 0.01, 0.0004) == \
+        "parity shown (±0.01); paper inside"
+
+
+def test_the_confirmation_reads_each_teacher_apart_and_pools_them():
+    rows = []
+    for teacher, shift in (("A", 0.0), ("B", 0.02)):
+        for seed in range(1, 5):
+            for cell, ce in zip(CELLS, (4.0, 4.0 + shift + (-1) ** seed / 1000, 4.1, 4.05 + seed / 1000), strict=True):
+                rows.append({"teacher": teacher, "lr": 0.01, "seed": seed, "cell": cell, "ce": ce})
+    table = confirmatory(pd.DataFrame(rows), Selection((0.01,), dict.fromkeys(CELLS, 0.01), 0.01), ["A", "B"])
+    joint = table[(table["reading"] == "own") & (table["effect"] == "delta_joint")].set_index("teacher")["estimate"]
+    assert joint["A"].mean == pytest.approx(0) and joint["B"].mean == pytest.approx(0.02)
+    assert joint["pooled"].seeds == 8

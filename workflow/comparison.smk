@@ -1,0 +1,180 @@
+# The pre-registered comparison (normgrow.paper.comparison, configs/comparison.yaml): tuning of every cell of
+# the 2 × 2 over one LR grid on tuning seeds under the first teacher, the selection (a checkpoint: what the
+# confirmation trains follows from it), then the confirmation on fresh seeds under every teacher.
+#   snakemake -s workflow/comparison.smk --cores 2
+# Each set of runs is the whole workflow (../Snakefile) on the embedded default in its own directory,
+# results/{name}/tuning/lr{LR}/ or results/{name}/confirm/{teacher}/lr{LR}/, nested like a study's scales.
+import copy
+import os
+import sys
+
+import yaml
+
+sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
+from normgrow.paper.comparison import CELLS, Selection  # noqa: E402
+from normgrow.paper.roles import run_roles  # noqa: E402
+from normgrow.spec.config import merge  # noqa: E402
+
+if "comparison" not in config:  # configs/comparison.yaml, unless --configfile names another
+    with open(os.path.join(workflow.basedir, "..", "configs", "comparison.yaml")) as f:
+        config.update(yaml.safe_load(f))
+
+C = config["comparison"]
+OUT = f"results/{C['name']}"
+TEACHERS = list(C["teachers"])
+LRS = {f"{lr:g}": float(lr) for lr in C["lrs"]}
+WORKFLOW = os.path.join(workflow.basedir, "..", "Snakefile")
+with open(os.path.join(workflow.basedir, "..", "config.yaml")) as f:
+    ROLES = run_roles(yaml.safe_load(f))  # the runs' names are the embedded default's
+
+
+include: "rules/nested.smk"
+
+
+wildcard_constraints:
+    teacher="|".join(TEACHERS),
+    lr="|".join(LRS),
+    where=r"tuning/lr[^/]+|confirm/[^/]+/lr[^/]+",
+
+
+localrules:
+    comparison,
+    select,
+    teacher_config,
+    teacher,
+    tuning_config,
+    confirm_config,
+    runs,
+
+
+def teacher_dir(teacher):
+    return f"{OUT}/teachers/{teacher}.model"
+
+
+def run_overrides(teacher, lr, seeds, cells):
+    """A set of runs: the embedded default with the common overrides, `teacher` (and its tokenizer), the
+    LR, the seeds and the cells; no diagnostics."""
+    return merge(copy.deepcopy(C.get("common", {})),
+                 {"teacher": {"name": os.path.abspath(teacher_dir(teacher))}, "tokenizer": {"train": False},
+                  "train": {"lr": LRS[lr], "warmup_fraction": C["warmup_fraction"]}, "seeds": list(seeds),
+                  "build": list(cells), "diagnostics": {"runs": []}})
+
+
+def write_yaml(path, data):
+    with open(path, "w") as f:
+        yaml.safe_dump(data, f, sort_keys=False)
+
+
+def run_teacher(wildcards):
+    """The teacher a set of runs distils from: the first for the tuning, the named one for a confirmation."""
+    parts = wildcards.where.split("/")
+    return teacher_dir(TEACHERS[0] if parts[0] == "tuning" else parts[1])
+
+
+def confirmation(wildcards):
+    """The confirmation's runs, by teacher and LR, from the selection's plan (normgrow.paper.comparison)."""
+    plan = Selection.read(checkpoints.select.get().output.selection).plan()
+    return [f"{OUT}/confirm/{teacher}/lr{lr:g}.phases.csv" for teacher in TEACHERS for lr in plan]
+
+
+rule comparison:
+    input:
+        selection=f"{OUT}/selection.json",
+        phases=confirmation,
+    output:
+        table=f"{OUT}/comparison.md",
+        per_seed=f"{OUT}/per_seed.csv",
+    params:
+        teachers=TEACHERS,
+        lrs=LRS,
+        margin=C["margin"],
+        roles=ROLES,
+    log:
+        f"logs/{C['name']}/comparison.log",
+    script:
+        "scripts/comparison.py"
+
+
+checkpoint select:
+    input:
+        phases=expand(f"{OUT}/tuning/lr{{lr}}.phases.csv", lr=LRS),
+    output:
+        selection=f"{OUT}/selection.json",
+        table=f"{OUT}/tuning.md",
+        per_seed=f"{OUT}/tuning.csv",
+    params:
+        lrs=list(LRS.values()),
+        roles=ROLES,
+    log:
+        f"logs/{C['name']}/select.log",
+    script:
+        "scripts/comparison_select.py"
+
+
+rule teacher_config:
+    output:
+        f"{OUT}/teachers/{{teacher}}/config.yaml",
+    params:
+        overrides=lambda wildcards: merge(copy.deepcopy(C.get("common", {})),
+                                          {"teacher": {"pretrain": {"seed": C["teachers"][wildcards.teacher]}}}),
+    run:
+        write_yaml(output[0], params.overrides)
+
+
+# A teacher: the workflow's own pretraining (with its tokenizer) in OUT/teachers/{teacher}/, copied out.
+rule teacher:
+    input:
+        f"{OUT}/teachers/{{teacher}}/config.yaml",
+    output:
+        directory(f"{OUT}/teachers/{{teacher}}.model"),
+    params:
+        nested=lambda wildcards: nested_options(),
+    threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
+    log:
+        f"logs/{C['name']}/teacher-{{teacher}}.log",
+    shell:
+        "snakemake -s {WORKFLOW} --directory {OUT}/teachers/{wildcards.teacher} --cores {threads} {params.nested} "
+        "--configfile $PWD/{input} -- results/teacher/model > {log} 2>&1 && "
+        "cp -r {OUT}/teachers/{wildcards.teacher}/results/teacher/model {output}"
+
+
+rule tuning_config:
+    output:
+        f"{OUT}/tuning/lr{{lr}}/config.yaml",
+    params:
+        overrides=lambda wildcards: run_overrides(TEACHERS[0], wildcards.lr, C["tuning_seeds"], CELLS),
+    run:
+        write_yaml(output[0], params.overrides)
+
+
+rule confirm_config:
+    input:
+        selection=f"{OUT}/selection.json",
+    output:
+        f"{OUT}/confirm/{{teacher}}/lr{{lr}}/config.yaml",
+    params:
+        seeds=C["fresh_seeds"],
+    run:
+        plan = {f"{lr:g}": cells for lr, cells in Selection.read(input.selection).plan().items()}
+        write_yaml(output[0], run_overrides(wildcards.teacher, wildcards.lr, params.seeds, plan[wildcards.lr]))
+
+
+# One set of runs: the whole workflow in OUT/{where}/ (its own metadata and resume states, so that a rerun
+# resumes there); the outputs are copies, so that Snakemake never deletes the nested workflow's own.
+rule runs:
+    input:
+        config=f"{OUT}/{{where}}/config.yaml",
+        teacher=run_teacher,
+    output:
+        phases=f"{OUT}/{{where}}.phases.csv",
+        check=f"{OUT}/{{where}}.check.json",
+    params:
+        nested=lambda wildcards: nested_options(),
+    threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
+    log:
+        f"logs/{C['name']}/{{where}}.log",
+    shell:
+        "snakemake -s {WORKFLOW} --directory {OUT}/{wildcards.where} --cores {threads} {params.nested} "
+        "--configfile $PWD/{input.config} -- results/metrics/phases.csv results/teacher/check.json > {log} 2>&1 && "
+        "cp {OUT}/{wildcards.where}/results/metrics/phases.csv {output.phases} && "
+        "cp {OUT}/{wildcards.where}/results/teacher/check.json {output.check}"
