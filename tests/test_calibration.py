@@ -39,11 +39,19 @@ def test_a_setting_that_loses_the_teachers_lead_is_never_selected():
     assert shared_setting(summary) == "tied" and own_best(per_seed, summary)["pre-joint"] == "tied"
 
 
+def test_a_wide_interval_that_contains_zero_loses_to_a_tight_one_near_zero():
+    per_seed = grid({"noisy": (1e-3, [4.0, 4.0, 4.0], [3.7, 4.0, 4.35]),
+                     "tight": (3e-3, [3.9, 3.91, 3.89], [3.915, 3.924, 3.906])})
+    summary = summarise(per_seed).set_index("setting")
+    assert summary.loc["noisy", "low"] < 0 < summary.loc["noisy", "high"]
+    assert shared_setting(summary.reset_index()) == "tight"
+
+
 def test_no_parity_is_a_result(tmp_path):
     per_seed = grid({"a": (1e-3, [4.0, 4.01, 3.99], [4.3, 4.32, 4.29]), "b": (3e-3, [3.9, 3.91, 3.89],
                                                                                [4.1, 4.12, 4.09])})
     summary = summarise(per_seed)
-    assert shared_setting(summary) is None
+    assert shared_setting(summary) == "b"
     text = markdown(per_seed, summary)
-    assert "shared setting: none" in text and "The closest: b." in text
+    assert "shared setting: b (nearest parity" in text and "parity absent" in text
     assert [p.suffix for p in draw(summary, tmp_path / "calibration.png")] == [".png", ".pdf"]

@@ -37,7 +37,8 @@ def by_name(properties):
 
 def context(results=None, data=DATA, probe=PROBE):
     results = results or results_of(joint=(3.00, 3.001), grow=(2.90, 2.80), noise=0.01)
-    return regime_context(config(), {**TEACHER, "validation_ce": 1.0}, probe, data, results)
+    return regime_context({**config(), "report": {"equivalence_margin": 0.01}}, {**TEACHER, "validation_ce": 1.0},
+                          probe, data, results)
 
 
 def test_a_run_at_the_starting_line_is_in_the_regime():
@@ -82,11 +83,19 @@ def test_a_precondition_this_configuration_cannot_measure_is_never_called_in_reg
     assert verdict_text(claim, bool(c["outside"]), bool(c["unmeasured"])) == "agrees (regime not shown)"
 
 
-def test_parity_is_judged_against_the_interaction_with_one_seed():
-    tie = by_name(context(results_of(seeds=(1,), joint=(3.0, 3.02), grow=(2.9, 2.8)))["preconditions"])
-    assert tie["baseline parity"].in_regime  # |0.02| ≤ 0.25 × 0.12
-    apart = by_name(context(results_of(seeds=(1,), joint=(3.0, 3.05), grow=(2.9, 2.8)))["preconditions"])
-    assert not apart["baseline parity"].in_regime  # |0.05| > 0.25 × 0.15
+def test_one_seed_never_shows_parity_however_small_its_delta_joint():
+    """One seed: a point inside the margin is "not shown" (the regime not shown), never "present"."""
+    c = context(results_of(seeds=(1,), joint=(3.0, 3.001), grow=(2.9, 2.8)))
+    tie = by_name(c["preconditions"])["baseline parity"]
+    assert tie.in_regime is None and "(1 seed)" in tie.ours
+    text = to_markdown(regime_blocks(c))
+    assert "not shown" in text and "present" not in text.split("baseline parity")[1].split("\n")[0]
+
+
+def test_parity_is_judged_against_the_margin_not_against_this_runs_interaction():
+    """A Δ_joint of 0.03 is a quarter of an interaction of −0.12, but three times the margin: absent."""
+    apart = by_name(context(results_of(joint=(3.0, 3.03), grow=(2.9, 2.81), noise=0.001))["preconditions"])
+    assert apart["baseline parity"].in_regime is False
 
 
 def test_kurtosis_bound():

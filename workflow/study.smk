@@ -112,6 +112,7 @@ else:  # analysis: calibration — joint runs only, over a grid of settings (nor
             warmups=[warmup_steps(merged_config(scale)["train"]["phase_steps"],
                                   merged_config(scale)["train"]["warmup_fraction"]) for scale in SCALES],
             roles=[run_roles(merged_config(scale)) for scale in SCALES],
+            margin=DEFAULT["report"]["equivalence_margin"],
         log:
             f"logs/{STUDY['name']}/calibration.log",
         script:

@@ -16,7 +16,7 @@ with job_log(snakemake.log[0]):
                           for scale, lr, warmup, roles, check, phases in zip(
                               p.scales, p.lrs, p.warmups, p.roles, snakemake.input.checks, snakemake.input.phases,
                               strict=True)], ignore_index=True)
-    summary = summarise(per_seed)
+    summary = summarise(per_seed, p.margin)
     per_seed.to_csv(snakemake.output.csv, index=False)
     Path(snakemake.output.table).write_text(markdown(per_seed, summary))
     draw(summary, Path(snakemake.output.figure))

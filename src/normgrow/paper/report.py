@@ -12,7 +12,7 @@ import pandas as pd
 import yaml
 
 from normgrow.paper import figures
-from normgrow.paper.claims import NOT_CHECKED, check_claims
+from normgrow.paper.claims import MIN_PARITY_SEEDS, NOT_CHECKED, check_claims
 from normgrow.paper.document import STATUSES, Block, Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
 from normgrow.paper.items import ITEMS
 from normgrow.paper.preconditions import massive_activations_table, preconditions
@@ -133,7 +133,7 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     claims = check_claims(results, frames["boundary_rms"], margin)
     context = {"scale": scale_summary(config, teacher, data), "far": is_far_from_paper(config),
                **regime_context(config, teacher, probe, data, results), "not_built": not_built,
-               "claims": claims, "margin": margin, "tables": tables,
+               "claims": claims, "margin": margin, "tables": tables, "seeds": len(config["seeds"]),
                "schematics": [p for p in setup_paths if p.suffix == ".png"],
                "figures": [p for p in figure_paths if p.suffix == ".png"], "config": config,
                "provenance": report_provenance(data, versions, read_metric(metrics["phases"]),
@@ -160,8 +160,11 @@ PRECONDITION_NOTE = ("Preconditions: the paper's starting point (a tie under joi
 IN_REGIME_NOTE = "In the paper's regime: every condition kept and every precondition present."
 OUTSIDE_NOTE = ("Not in the paper's regime ({names}): the verdicts below describe this run only and cannot "
                 "speak to the paper's claims.")
-UNMEASURED_NOTE = ("Not shown to be in the paper's regime ({names}: not measured by this configuration): the "
+UNMEASURED_NOTE = ("Not shown to be in the paper's regime ({names}: not shown by this configuration): the "
                    "verdicts below describe this run only.")
+FEW_SEEDS_NOTE = ("{seeds}: this run cannot show parity under joint training or an interaction — both need a 95% "
+                  "interval over at least {needed} paired seeds (e.g. --config 'seeds=[1,2,3]'); its differences "
+                  "are point estimates.")
 
 
 def regime_context(config: dict, teacher: dict, probe: dict, data: dict, results: Results) -> dict:
@@ -170,14 +173,15 @@ def regime_context(config: dict, teacher: dict, probe: dict, data: dict, results
     (`unmeasured`; the run is in the paper's regime only when both are empty), and the massive-activation
     table."""
     conditions = regime(config, teacher, data, results.phases, paper_reference()["regime"])
-    required = preconditions(results, data, probe, paper_reference()["preconditions"])
+    required = preconditions(results, data, probe, paper_reference()["preconditions"],
+                             config["report"]["equivalence_margin"])
     return {"regime": conditions, "preconditions": required, "outside": leaves_regime(conditions + required),
             "unmeasured": [p.name for p in required if p.in_regime is None],
             "massive": massive_activations_table(probe, results.rms)}
 
 
-def regime_status(p, held: str = "kept", failed: str = "NOT kept") -> str:
-    return "–" if p.in_regime is None else held if p.in_regime else failed
+def regime_status(p, held: str = "kept", failed: str = "NOT kept", unknown: str = "–") -> str:
+    return unknown if p.in_regime is None else held if p.in_regime else failed
 
 
 def verdict_text(claim, outside: bool, unmeasured: bool = False) -> str:
@@ -197,7 +201,7 @@ def regime_blocks(c: dict) -> list[Block]:
                     [None if p.in_regime is None else "agrees" if p.in_regime else "disagrees" for p in c["regime"]]),
                Paragraph(PRECONDITION_NOTE),
                Grid(["precondition", "paper", "this run", "threshold", "status"],
-                    [[p.name, p.paper, p.ours, p.condition, regime_status(p, "present", "ABSENT")]
+                    [[p.name, p.paper, p.ours, p.condition, regime_status(p, "present", "ABSENT", "not shown")]
                      for p in c["preconditions"]],
                     [None if p.in_regime is None else "agrees" if p.in_regime else "disagrees"
                      for p in c["preconditions"]])]
@@ -231,6 +235,9 @@ def report_document(c: dict) -> list[Block]:
         blocks.append(Paragraph(c["provenance"]["code warning"], "warning", "Warning."))
     if c["far"]:
         blocks.append(Paragraph(SCALE_WARNING, "warning", "Warning."))
+    if c["seeds"] < MIN_PARITY_SEEDS:
+        blocks.append(Paragraph(FEW_SEEDS_NOTE.format(seeds="One seed" if c["seeds"] == 1 else f"{c['seeds']} seeds",
+                                                      needed=MIN_PARITY_SEEDS), "warning", "Warning."))
     blocks += [Heading("Scale"),
                Grid(["", "this run", "paper"],
                     [[k, c["scale"][k], paper] for k, paper in paper_reference()["scale"].items()])]
