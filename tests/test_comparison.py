@@ -47,10 +47,11 @@ def test_each_cell_takes_the_lr_of_its_lowest_mean_ce_and_the_lower_lr_on_a_tie(
 
 
 def test_the_shared_lr_is_the_one_whose_delta_joint_interval_lies_nearest_zero_not_a_wide_one_that_contains_it():
-    grid = {lr: {cell: [4.0, 4.0, 4.0] for cell in CELLS} for lr in (0.001, 0.01, 0.1)}
+    grid = {lr: {cell: [4.0, 4.0, 4.0] for cell in CELLS} for lr in (0.001, 0.01, 0.1, 0.2)}
     grid[0.001]["post-joint"] = [3.5, 4.0, 4.6]     # Δ_joint's interval contains 0 but is wide
     grid[0.01]["post-joint"] = [4.010, 4.012, 4.014]  # a small, tight difference
     grid[0.1]["post-joint"] = [4.2, 4.2, 4.21]
+    grid[0.2]["post-joint"] = [3.7, 3.7, 3.71]        # post-norm far ahead: far from parity on the other side
     assert select(tuning_frame(grid)).shared == 0.01
 
 

@@ -116,3 +116,32 @@ def test_the_massive_activation_table_sets_the_teacher_beside_the_students():
     assert table.loc[("teacher", "layer 2"), "max/median RMS"] == 120.0
     assert table.loc[("pre-grow", "after block 0"), "max/median RMS"] == 40.0
     assert table.loc[("pre-grow", "after block 0"), "structural/regular RMS"] == 30.0
+
+
+def test_a_run_both_out_of_the_regime_and_unmeasured_says_not_in_regime():
+    claim = type("Claim", (), {"verdict": "agrees", "seeds": 3})()
+    assert verdict_text(claim, outside=True, unmeasured=True) == "agrees (not in regime)"
+
+
+def test_parity_by_the_interval_not_the_point_estimate():
+    """Δ_joint's mean +0.005 lies inside ±0.01, its interval [−0.02, +0.03] does not: parity not shown."""
+    wide = by_name(context(results_of(joint=(3.0, 3.005), grow=(2.9, 2.8), noise=0.01))["preconditions"])
+    assert wide["baseline parity"].in_regime is True  # the shared noise cancels in the paired difference
+    rows = results_of(joint=(3.0, 3.005), grow=(2.9, 2.8)).phases
+    post = (rows["run"] == "post-joint")
+    rows.loc[post, "ce"] = rows.loc[post, "ce"] + rows.loc[post, "seed"].map({1: -0.01, 2: 0.0, 3: 0.01})
+    spread = by_name(context(Results(rows))["preconditions"])
+    assert spread["baseline parity"].in_regime is None and "+0.0050 [" in spread["baseline parity"].ours
+
+
+def test_the_massive_activation_table_reads_each_runs_own_last_checkpoint():
+    """post-grow's diagnostics end at step 20, pre-grow's at 30: each run's last checkpoint is its own."""
+    rows = []
+    for run, last in (("pre-grow", 30), ("post-grow", 20)):
+        for step, scale in ((10, 5.0), (last, 1.0)):
+            rows += [{"run": run, "seed": 1, "phase": 0, "global_step": step, "placement": run[:-5], "boundary": 1,
+                      "tokens": t, "mean": m * scale, "max": x * scale, "median": 1.0}
+                     for t, m, x in (("all", 2.0, 8.0), ("structural", 6.0, 8.0), ("regular", 1.0, 2.0))]
+    table = massive_activations_table(PROBE, pd.DataFrame(rows)).set_index(["model", "layer or boundary"])
+    assert table.loc[("post-grow", "after block 0"), "max/median RMS"] == 8.0
+    assert table.loc[("pre-grow", "after block 0"), "max/median RMS"] == 8.0
