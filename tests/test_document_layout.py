@@ -24,6 +24,17 @@ def test_layouts(position, cap, expected, cut):
     assert layout_document(TEXT, B, cap, position) == (expected, cut)
 
 
+@pytest.mark.parametrize(("position", "boundaries"), [("start", 1), ("end", 1), ("both", 2), ("truncated-end", 1)])
+def test_a_document_exactly_as_long_as_its_room_is_not_cut(position, boundaries):
+    """The room is the cap less the boundary tokens: a text that fills it is kept whole and not counted
+    as truncated; one token more is cut."""
+    cap = len(TEXT) + boundaries
+    laid_out, cut = layout_document(TEXT, B, cap, position)
+    assert not cut and len(laid_out) == cap and [t for t in laid_out if t != B] == TEXT
+    laid_out, cut = layout_document(TEXT, B, cap - 1, position)
+    assert cut and len(laid_out) == cap - 1
+
+
 def test_a_cap_with_no_room_for_text_is_refused_by_name():
     with pytest.raises(ValueError, match="boundary_position 'both'"):
         layout_document(TEXT, B, 2, "both")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -194,6 +195,24 @@ def test_only_the_active_blocks_are_exported(tmp_path, sources, placement):
     with torch.no_grad():
         logits = model(input_ids=IDS, attention_mask=MASK).logits
     torch.testing.assert_close(logits, student_logits(student), rtol=1e-5, atol=1e-5)
+
+
+def test_the_tokenizer_taken_from_the_teacher_is_read_at_the_teachers_revision(tmp_path, sources, monkeypatch):
+    """tokenizer.train false: the tokenizer is the teacher's, read at teacher.revision like its config; a
+    tokenizer of its own (the workflow's results/data/tokenizer) is read as it is, at no revision."""
+    import transformers
+
+    teacher = tmp_path / "teacher"  # a teacher directory holding its tokenizer, as a hub snapshot does
+    shutil.copytree(sources["teachers"]["qwen3"], teacher)
+    AutoTokenizer.from_pretrained(sources["tokenizer"]).save_pretrained(teacher)
+    trained_phase(tmp_path / "phase", teacher, "pre", active_blocks=1)
+    asked = []
+    load = transformers.AutoTokenizer.from_pretrained
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda *args, **kw: asked.append(kw.get("revision")) or load(*args, **kw))
+    export_phase(tmp_path / "phase", tmp_path / "out", teacher, teacher, teacher_revision="0123abc")
+    export_phase(tmp_path / "phase", tmp_path / "other", teacher, sources["tokenizer"], teacher_revision="0123abc")
+    assert asked == ["0123abc", None]
 
 
 def test_a_directory_that_is_not_a_phase_is_refused_by_name(tmp_path, sources):

@@ -22,6 +22,7 @@ from normgrow.spec.config import validate_config
     ("Δ_grow", "$\\Delta$\\_grow"), ("AUC 2% (mean)", "AUC 2\\% (mean)"), ("a & b # c", "a \\& b \\# c"),
     ("$x^2$ {y} ~z \\", "\\$x\\textasciicircum{}2\\$ \\{y\\} \\textasciitilde{}z \\textbackslash{}"),
     ("x<y>z|w", "x$<$y$>$z$|$w"),
+    ("a note\non two lines\tand a tab", "a note\non two lines\tand a tab"),  # whitespace LaTeX reads as a space
 ])
 def test_characters_map_to_latex(text, tex):
     assert latex(text) == tex
@@ -35,6 +36,8 @@ def test_characters_map_to_latex(text, tex):
     # hyphens inside names stay hyphens: run names, model names, token counts
     ("post-joint-long", "post-joint-long"), ("Qwen3-8B", "Qwen3-8B"), ("grow-3x50k", "grow-3x50k"),
     ("3.11B", "3.11B"), ("3→6→9", "3$\\rightarrow$6$\\rightarrow$9"),
+    # a signed decimal glued to a word is part of it, not a number followed by text
+    ("-1.5x", "-1.5x"), ("+2.25e-3B", "+2.25e-3B"),
 ])
 def test_signed_numbers_are_typeset_in_math_mode(text, tex):
     assert latex(text) == tex

@@ -33,3 +33,19 @@ def test_each_placement_is_read_from_its_own_run_and_paired_by_seed(tmp_path):
     assert result["Δ_grow"][0] == pytest.approx((0.1 - 0.1 - 0.3) / 3)
     assert result["interaction"][0] == pytest.approx(result["Δ_grow"][0] - result["Δ_joint"][0])
     assert result["Δ_joint"][1] < result["Δ_joint"][0] < result["Δ_joint"][2]
+
+
+def test_only_the_seeds_both_runs_trained_are_paired(tmp_path):
+    """Seeds 1–3 in the pre-norm run, 2–4 in the post-norm one: seeds 2 and 3 are paired, 1 and 4 left out."""
+    pre = finished_run(tmp_path / "a", {"pre-joint": [4.0, 4.1, 4.2], "pre-grow": [3.8, 3.9, 4.0],
+                                        "post-joint": [0.0] * 3, "post-grow": [0.0] * 3})
+    post = finished_run(tmp_path / "b", {"pre-joint": [0.0] * 3, "pre-grow": [0.0] * 3,
+                                         "post-joint": [4.3, 4.4, 4.5], "post-grow": [3.7, 3.6, 3.5]},
+                        seeds=(2, 3, 4))
+    result = bench.own_best(pre, post)
+    # seed 2: joint 4.3 − 4.1, grow 3.7 − 3.9; seed 3: joint 4.4 − 4.2, grow 3.6 − 4.0
+    assert result["Δ_joint"][0] == pytest.approx(0.2)
+    assert result["Δ_grow"][0] == pytest.approx((-0.2 - 0.4) / 2)
+    assert result["interaction"][0] == pytest.approx((-0.4 - 0.6) / 2)
+    with pytest.raises(SystemExit, match="no seed in both"):
+        bench.own_best(pre, finished_run(tmp_path / "c", {"post-joint": [4.0], "post-grow": [3.0]}, seeds=(9,)))

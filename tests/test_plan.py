@@ -72,6 +72,17 @@ def test_plan_of_a_group_adds_each_other_students_sharded_state_and_one_teacher(
     assert plan(config, teacher, 4, 80)["total_gb"] == three["total_gb"]
 
 
+def test_a_groups_resume_state_holds_one_state_per_student():
+    """A group saves every student's resume state (fp32 weights and AdamW's two moments) at each save:
+    N students write N times one phase's state."""
+    config = validate_config(yaml.safe_load((REPO / "config.yaml").read_text()), SCHEMA)
+    teacher = make_teacher(vocab_size=1000, hidden_size=64).config
+    one, three = plan(config, teacher, 4, 80), plan(config, teacher, 4, 80, students=3)
+    counts = one["parameters"]
+    assert one["resume_state_gb"] * 1e9 == pytest.approx(4 * counts["total"] + 8 * counts["trainable"])
+    assert three["resume_state_gb"] == pytest.approx(3 * one["resume_state_gb"])
+
+
 def test_paper_plan_from_the_shipped_teacher_config(capsys):
     assert main(["plan", str(REPO / "config.yaml"), str(REPO / "configs" / "paper.yaml"), "--gpus", "8",
                  "--gpu-gb", "80", "--teacher-config", str(REPO / "configs" / "teachers" / "qwen3-8b-base")]) == 0

@@ -12,7 +12,7 @@ from conftest import REPO
 
 from normgrow.paper.provenance import code_warning, phase_code
 from normgrow.paper.report import report_provenance
-from normgrow.paper.results import RunPhase, collect_phases
+from normgrow.paper.results import RunPhase, collect_phases, read_phases
 from normgrow.spec import science_code
 from normgrow.spec.curriculum import DataPosition
 
@@ -103,7 +103,7 @@ def collected(tmp_path: Path, codes: dict[str, list[dict] | None]) -> pd.DataFra
         layout.append(RunPhase(run, 42, 0, tmp_path / run, (0,), "continue"))
     path = tmp_path / "phases.csv"
     collect_phases(layout)[1].to_csv(path, index=False)
-    return pd.read_csv(path)
+    return read_phases(path)
 
 
 def test_the_report_warns_when_reused_phases_come_from_other_code(tmp_path):
@@ -117,6 +117,20 @@ def test_the_report_warns_when_reused_phases_come_from_other_code(tmp_path):
     assert warning and "2 code versions" in warning and "b" * 16 in warning and "post-grow" in warning
     assert "pre-grow" not in warning
     assert code_warning(phase_code(phases[phases["run"] != "post-grow"], CURRENT), CURRENT) is None
+
+
+def test_a_digest_that_reads_as_a_number_is_still_this_checkouts_code(tmp_path):
+    """A digest is 16 hex digits: some are digits alone (leading zeros included) or digits and one `e`,
+    which a plain pd.read_csv takes for an integer or a float. phases.csv reads them back as written, and
+    the phases they trained count as this checkout's."""
+    for i, code in enumerate(("0123456789012345", "1200000000000e45")):
+        current = {**CURRENT, "digest": code}
+        phases = collected(tmp_path / str(i), {"pre-grow": [current], "post-grow": [current]})
+        assert phases["code_digest"].tolist() == [code, code]
+        entries = phase_code(phases, current)
+        assert [(e["digest"], e["phases"], e["current"]) for e in entries] == [(code, 2, True)]
+        assert code_warning(entries, current) is None
+        assert pd.read_csv(tmp_path / str(i) / "phases.csv")["code_digest"].astype(str).tolist() != [code, code]
 
 
 def test_the_report_warns_when_every_phase_comes_from_other_code_or_records_none(tmp_path):

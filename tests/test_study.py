@@ -1,5 +1,6 @@
 """The scale ladder's effects on results whose answers are known, and its DAG."""
 
+import os
 import re
 import subprocess
 import sys
@@ -124,3 +125,27 @@ def test_a_study_under_the_slurm_profile_trains_its_scales_through_it(tmp_path):
     assert proc.returncode != 0
     assert "without a profile: its scales would train on this host" in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.phases.csv"))
+
+
+def test_a_study_started_with_its_profile_in_the_environment_hands_it_to_its_scales(tmp_path):
+    """SNAKEMAKE_PROFILE=slurm is Snakemake's --profile slurm: the nested workflows run under it too."""
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    proc = subprocess.run([snakemake, "-s", str(REPO / "workflow" / "study.smk"), "--directory", str(tmp_path),
+                           "--configfile", str(REPO / "configs" / "ladder.yaml"), "-n", "-p"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "SNAKEMAKE_PROFILE": "slurm"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    nested = [line for line in proc.stdout.splitlines() if line.startswith("Shell command: snakemake -s ")]
+    assert len(nested) == 5 and all(" --profile slurm " in line for line in nested), nested  # 4 scales + teacher
+
+
+def test_a_scale_may_not_change_what_a_shared_teacher_is_built_from(tmp_path):
+    """Under study.shared_teacher: true one teacher and its tokenizer serve every scale: a scale that sets
+    teacher, data or tokenizer is refused before anything runs, by its name."""
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    rung = tmp_path / "rung.yaml"
+    rung.write_text("study:\n  scales:\n    tpp1:\n      tokenizer: {vocab_size: 512}\n")
+    proc = subprocess.run([snakemake, "-s", str(REPO / "workflow" / "study.smk"), "--directory", str(tmp_path), "-n",
+                           "--configfile", str(REPO / "configs" / "ladder.yaml"), str(rung)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "study.scales.tpp1 sets tokenizer, but study.shared_teacher: true" in proc.stdout + proc.stderr

@@ -182,6 +182,32 @@ def test_each_phase_records_the_code_that_trained_it(freeze_run):
     assert set(record()) == {"digest", "torch", "transformers"} and torch.__version__ == record()["torch"]
 
 
+def test_a_phase_finished_by_an_earlier_job_keeps_the_code_that_trained_it(workspace, monkeypatch):
+    """A phase preempted at its last update keeps its final resume state; the job that writes its outputs
+    later, under other code, trains nothing: state.json names the code that trained it, not the code
+    that only wrote it out."""
+    from normgrow.spec import science_code
+    from normgrow.train.trainer import Preempted
+
+    config = tiny_run_config()
+    spec = phase_spec(config, "post-freeze", SEED, 0)
+    out, threads = workspace["root"] / "finished-earlier" / "phase0", torch.get_num_threads()
+    trained_by = science_code.record()
+    try:
+        monkeypatch.setenv("NORMGROW_FAULT", f"term@{STEPS}")
+        with pytest.raises(Preempted):
+            train_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], None, out,
+                        log=io.StringIO())
+        monkeypatch.delenv("NORMGROW_FAULT")
+        monkeypatch.setattr(science_code, "record", lambda: {**trained_by, "digest": "0" * 16})
+        log = io.StringIO()
+        train_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], None, out, log=log)
+    finally:
+        torch.set_num_threads(threads)
+    assert f"resumed from the state at update {STEPS}" in log.getvalue()
+    assert json.loads((out / "state.json").read_text())["code"] == [trained_by]
+
+
 def test_deterministic_on_cpu(workspace, freeze_run):
     again = run_all(workspace, "second")
     for a, b in zip(freeze_run, again, strict=True):

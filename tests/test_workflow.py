@@ -7,6 +7,7 @@ The job list is parsed from the dry run's per-job blocks ("rule NAME:" then inde
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import subprocess
@@ -105,6 +106,36 @@ def phases_of(*configs: Path | dict) -> PhaseTable:
 def phase_jobs(jobs: list[Job]) -> list[str]:
     """The key of every phase a (dry) run trains."""
     return [job.wildcards["key"] for job in jobs if job.rule == "train_phase"]
+
+
+# A dry run prints no params: this builds the DAG as a dry run does, through Snakemake's API and the
+# workflow object behind it (snakemake is pinned in pyproject.toml), in a process of its own (the
+# Snakefile changes sys.path and the environment), and prints each job's rule and params as JSON.
+JOB_PARAMS = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+
+snakefile, workdir, configfiles, targets = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+with SnakemakeApi(OutputSettings()) as api:
+    workflow_api = api.workflow(resource_settings=ResourceSettings(), snakefile=Path(snakefile), workdir=Path(workdir),
+                                config_settings=ConfigSettings(configfiles=[Path(c) for c in configfiles]))
+    workflow_api.dag(DAGSettings(targets=set(targets)))
+    workflow = workflow_api._workflow
+    workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True)
+    workflow._build_dag()
+    print(json.dumps([[job.rule.name, dict(job.params.items())] for job in workflow.dag.jobs]))
+"""
+
+
+def job_params(workdir: Path, configfiles: list[Path], targets: list[str]) -> list[tuple[str, dict]]:
+    """(rule, params) of every job that building `targets` under the default and `configfiles` would run."""
+    proc = subprocess.run([sys.executable, "-c", JOB_PARAMS, str(REPO / "Snakefile"), str(workdir),
+                           json.dumps([str(c) for c in configfiles]), json.dumps(targets)],
+                          capture_output=True, text=True, timeout=300, cwd=workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [(rule, params) for rule, params in json.loads(proc.stdout.splitlines()[-1])]
 
 
 # ---------------------------------------------------------------- dry runs
@@ -206,6 +237,28 @@ def test_group_jobs_through_the_slurm_profile_ask_for_their_students_memory_and_
         assert job.resources["cpus_per_gpu"] == str(train["cpus_per_gpu"]), name
         assert job.resources["mem_mb"] == str(students * train["mem_mb"]), name
         assert job.resources["runtime"] == str(students * train["runtime"]), name
+
+
+def test_every_job_that_loads_a_hub_teacher_gets_its_pinned_revision(tmp_path):
+    """The paper config names its teacher by hub id at teacher.revision: every job that loads it (its
+    check and probe, every phase alone or in a group, the diagnostics, the export, the trace) and the
+    tokenizer taken from it read that commit, not the hub's default branch."""
+    groups = tmp_path / "groups.yaml"
+    groups.write_text("resources:\n  train: {group_size: 2}\n")
+    teacher = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())["teacher"]
+    pinned = {"name": teacher["name"], "revision": teacher["revision"]}
+    assert pinned["revision"]
+    jobs = job_params(tmp_path, [REPO / "configs" / "paper.yaml", groups],
+                      ["results/paper", "results/trace/trace.json", "results/export/post-grow/seed42"])
+    loads = {rule for rule, params in jobs if isinstance(params.get("teacher"), dict)}
+    assert {"check_teacher", "probe_teacher", "train_phase", "diagnose", "export_student", "trace"} <= loads
+    assert any(rule.startswith("train_group_") for rule in loads)
+    for rule, params in jobs:
+        if rule in loads:
+            assert params["teacher"] == pinned, rule
+        if "hub_teacher" in params:
+            assert params["hub_teacher"] == pinned, rule
+    assert "build_tokenizer" in {rule for rule, params in jobs if "hub_teacher" in params}
 
 
 def test_two_seeds_double_the_phase_jobs(tmp_path):
