@@ -12,7 +12,7 @@ from conftest import REPO
 
 from normgrow.paper.provenance import code_warning, phase_code
 from normgrow.paper.report import report_provenance
-from normgrow.paper.results import RunPhase, collect_phases, read_phases
+from normgrow.paper.results import RunPhase, collect_phases, read_metric
 from normgrow.spec import science_code
 from normgrow.spec.curriculum import DataPosition
 
@@ -103,7 +103,7 @@ def collected(tmp_path: Path, codes: dict[str, list[dict] | None]) -> pd.DataFra
         layout.append(RunPhase(run, 42, 0, tmp_path / run, (0,), "continue"))
     path = tmp_path / "phases.csv"
     collect_phases(layout)[1].to_csv(path, index=False)
-    return read_phases(path)
+    return read_metric(path)
 
 
 def test_the_report_warns_when_reused_phases_come_from_other_code(tmp_path):

@@ -26,19 +26,11 @@ from normgrow.paper.provenance import (
 )
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import leaves_regime, regime
-from normgrow.paper.results import Results
+from normgrow.paper.results import Results, read_metric
 from normgrow.paper.roles import Role, by_role, has_role, run_roles
 from normgrow.paper.schematics import schematics
 from normgrow.paper.tables import build_tables, growth_operators, placements_with_roles
 from normgrow.spec.science_code import PACKAGES, digest
-
-
-def read_metric(path: Path) -> pd.DataFrame:
-    """A collected metrics table; an empty frame when nothing was collected."""
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
 
 
 def scale_summary(config: dict, teacher: dict, data: dict) -> dict:

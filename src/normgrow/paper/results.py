@@ -85,12 +85,15 @@ def phase_code(state: dict) -> dict[str, str]:
     return columns
 
 
-def read_phases(path: Path) -> pd.DataFrame:
-    """results/metrics/phases.csv (`collect_phases`' frame as rule collect_metrics writes it) with its code
-    columns as the text they are: pandas would read a digest of digits alone as an integer (its leading
-    zeros lost) and one of digits and a single `e` as a float (12e45), and its phases would then count as
-    trained by other code."""
-    return pd.read_csv(path, dtype=dict.fromkeys(CODE_COLUMNS, str))
+def read_metric(path: Path) -> pd.DataFrame:
+    """A collected metrics table (rule collect_metrics), its code columns as the text they are: pandas
+    would read a digest of digits alone as an integer (its leading zeros lost) and one of digits and a
+    single `e` as a float (12e45), and the phases would then count as trained by other code. An empty
+    frame when nothing was collected."""
+    try:
+        return pd.read_csv(path, dtype=dict.fromkeys(CODE_COLUMNS, str))
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
 
 
 def final_phases(phases: pd.DataFrame) -> pd.DataFrame:
