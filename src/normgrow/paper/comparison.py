@@ -235,7 +235,7 @@ def comparison_markdown(table: pd.DataFrame, selection: Selection, margin: float
         rows = table[table["reading"] == name]
         teachers = [t for t in dict.fromkeys(rows["teacher"]) if t != "pooled"]
         settings = ", ".join(f"{c} {lr:g}" for c, lr in selection.lrs(name).items())
-        title = ("each cell at its own LR" if name == "own" else "every cell at the shared LR (the paper's protocol)")
+        title = ("Each cell at its own LR" if name == "own" else "Every cell at the shared LR (the paper's protocol)")
         body = []
         for effect in EFFECTS:
             by = {r["teacher"]: r for _, r in rows[rows["effect"] == effect].iterrows()}
@@ -247,8 +247,37 @@ def comparison_markdown(table: pd.DataFrame, selection: Selection, margin: float
         spread, needed = seeds_for_interaction(table, name)
         grid = Grid(["effect", "paper", *(f"teacher {t}" for t in teachers), "pooled (random effects)", "τ²",
                      "verdict (pooled)"], body)
-        out += [f"### {title}", "", f"LRs: {settings}; fresh seeds per teacher: {'/'.join(map(str, seeds))}.", "",
+        out += [f"**{title}.**", "", f"LRs: {settings}; fresh seeds per teacher: {'/'.join(map(str, seeds))}.", "",
                 to_markdown([grid]).strip(), "",
                 f"Interaction spread over seeds (within teacher): {spread:.4f}; paired seeds for an interaction of "
-                f"the paper's size ({paper['interaction']:+.4f}) to be expected clear of 0: {needed}.", ""]
+                f"the paper's size ({paper['interaction']:+.4f}) to be expected clear of 0 under one teacher: "
+                f"{needed}.", ""]
     return "\n".join(out)
+
+
+def summary_markdown(table: pd.DataFrame, selection: Selection, margin: float) -> str:
+    """The answer in a few lines (the README's first screen): per reading, the pooled effects with their
+    verdicts by size, and the seeds the interaction needs."""
+    paper = paper_effects()
+    lines = []
+    for name in READINGS:
+        rows = table[(table["reading"] == name) & (table["teacher"] == "pooled")].set_index("effect")["estimate"]
+        teachers = table[(table["reading"] == name) & (table["teacher"] != "pooled")]["teacher"].nunique()
+        seeds = rows["interaction"].seeds // teachers
+        settings = ", ".join(f"{c} {lr:g}" for c, lr in selection.lrs(name).items()) if name == "own" else \
+            f"LR {selection.shared:g} for all four"
+        head = "Each cell at its own LR" if name == "own" else "The paper's protocol, one shared LR"
+        effects_text = "; ".join(f"{LABELS[e].split(' (')[0]} {rows[e].text()} "
+                                 f"({verdict(e, rows[e], margin, paper[e])})" for e in EFFECTS)
+        spread, needed = seeds_for_interaction(table, name)
+        lines.append(f"- **{head}** ({settings}; {seeds} fresh seeds × {teachers} teachers, pooled): {effects_text}. "
+                     f"At the seeds' spread ({spread:.3f}) an interaction of the paper's size needs {needed} paired "
+                     "seeds under one teacher to be expected clear of 0.")
+    return "\n".join(lines)
+
+
+def teacher_leads(confirm: pd.DataFrame, teachers: pd.DataFrame) -> dict[str, float]:
+    """Per teacher: the smallest final CE of any confirmatory run minus the teacher's validation CE (the
+    regime's teacher-lead condition over the 2 × 2). `teachers` has the columns teacher, validation_ce."""
+    ce = teachers.set_index("teacher")["validation_ce"]
+    return {t: float(group["ce"].min() - ce[t]) for t, group in confirm.groupby("teacher")}
