@@ -127,3 +127,19 @@ def test_the_confirmation_reads_each_teacher_apart_and_pools_them():
     joint = table[(table["reading"] == "own") & (table["effect"] == "delta_joint")].set_index("teacher")["estimate"]
     assert joint["A"].mean == pytest.approx(0) and joint["B"].mean == pytest.approx(0.02)
     assert joint["pooled"].seeds == 8
+
+
+def test_the_readme_and_miniature_blocks_are_what_the_kept_results_give():
+    """Every number of the comparison in README.md and docs/miniature.md is regenerated from the result files
+    kept in docs/results/comparison by benchmarks/comparison.py (the command each block names)."""
+    import sys
+
+    from conftest import REPO
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import comparison as command
+    import docs_block
+
+    for part, doc in (("summary", REPO / "README.md"), ("tables", REPO / "docs" / "miniature.md")):
+        text = doc.read_text()
+        _, start, end = docs_block.find(text, f"python benchmarks/comparison.py --part {part}", str(doc))
+        assert text[start:end].strip() == command.render(part).strip(), f"{doc.name}: rerun the block's command"
