@@ -15,6 +15,7 @@ from normgrow.train.diagnostics import (
     kurtosis,
     per_token_rms,
     rms_stats,
+    scalar_outlier,
     structural_mask,
 )
 from normgrow.train.forward import positions_and_labels
@@ -57,6 +58,21 @@ def test_per_token_rms_and_stats_skip_padding():
     assert stats["count"] == 2
 
 
+def test_one_outlier_dimension_is_found_as_a_scalar_where_the_token_rms_dilutes_it():
+    """Sun et al.'s massive activation is one scalar: width 64, one dimension of one token at 100× every other
+    |activation|. The token's RMS dilutes it to sqrt((63 + 100²)/64) ≈ 12.5× the median token's; the scalar
+    measure finds 100× the median |activation|, its dimension and its position. A larger value in padding
+    never enters."""
+    h = torch.ones(2, 5, 64)
+    h[1, 3, 17] = -100.0
+    h[0, 4, 2] = 1000.0
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    rms = per_token_rms(h, mask)
+    assert float(rms.max() / rms.median()) == pytest.approx(math.sqrt((63 + 100**2) / 64))
+    assert scalar_outlier(h, mask) == {"scalar_max_over_median": 100.0, "scalar_max": 100.0, "scalar_median": 1.0,
+                                       "scalar_dimension": 17, "scalar_position": 3}
+
+
 def test_structural_tokens_are_special_ids_and_first_position():
     batch = collate([np.array([5, 6, 0]), np.array([7, 0, 8, 9])], pad_id=0)
     mask = structural_mask(batch, special_ids=[0])
@@ -80,6 +96,9 @@ def test_identity_block_has_zero_removal_effect(teacher):
     assert len(report["boundaries"]) == 3
     # boundary statistics count only real tokens
     assert report["boundaries"][0]["all"]["count"] == 13
+    # the largest single activation is reported with the statistics of all real tokens, not per token set
+    assert {"scalar_max_over_median", "scalar_dimension", "scalar_position"} <= set(report["boundaries"][0]["all"])
+    assert "scalar_max" not in report["boundaries"][0]["structural"]
 
 
 def test_removing_a_block_that_helps_raises_the_ce_by_its_exact_effect(teacher):

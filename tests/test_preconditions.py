@@ -21,9 +21,12 @@ DATA = {"boundary_position": "start",
         "splits": {"train": split(4000, 400_000, 4000), "valid": split(96, 9000, 96), "diag": split(32, 3000, 32)}}
 PROBE = {"documents": 32, "real_tokens": 3000,
          "layers": [{"layer": 1, "max_over_median": 1.5, "structural_over_regular": 1.1,
-                     "attention_on_structural": 0.05},
+                     "attention_on_structural": 0.05, "scalar_max_over_median": 9.0, "scalar_dimension": 3,
+                     "scalar_position": 4},
                     {"layer": 2, "max_over_median": 120.0, "structural_over_regular": 30.0,
-                     "attention_on_structural": 0.7}]}
+                     "attention_on_structural": 0.7, "scalar_max_over_median": 2400.0, "scalar_dimension": 7,
+                     "scalar_position": 0}]}
+SCALAR_KEYS = ("scalar_max_over_median", "scalar_dimension", "scalar_position")
 
 
 def results_of(**kw):
@@ -47,7 +50,8 @@ def test_a_run_at_the_starting_line_is_in_the_regime():
     assert all(p.in_regime for p in c["preconditions"]), [(p.name, p.ours) for p in c["preconditions"]]
     assert held["baseline parity"].ours.startswith("Δ_joint +0.0010 [")  # three seeds: an interval
     assert "threshold" not in held["massive activations in the teacher"].ours
-    assert held["massive activations in the teacher"].ours.startswith("120.0× (layer 2)")
+    assert held["massive activations in the teacher"].ours.startswith(
+        "120.0× (layer 2); max/median |scalar| 2,400.0× (layer 2, dimension 7, position 0);")
     text = to_markdown(regime_blocks(c))
     assert "In the paper's regime" in text and "Not in the paper's regime" not in text
 
@@ -114,8 +118,27 @@ def test_the_massive_activation_table_sets_the_teacher_beside_the_students():
                            "mean": 9.0, "max": 9.0, "median": 1.0}])  # an earlier checkpoint: left out
     table = massive_activations_table(PROBE, rms).set_index(["model", "layer or boundary"])
     assert table.loc[("teacher", "layer 2"), "max/median RMS"] == 120.0
+    assert table.loc[("teacher", "layer 2"), "max/median |scalar|"] == 2400.0
     assert table.loc[("pre-grow", "after block 0"), "max/median RMS"] == 40.0
     assert table.loc[("pre-grow", "after block 0"), "structural/regular RMS"] == 30.0
+    assert pd.isna(table.loc[("pre-grow", "after block 0"), "max/median |scalar|"])  # diagnosed before the measure
+    by_step = rms["global_step"].map({30: 500.0, 10: 7.0})
+    scalar = rms.assign(scalar_max_over_median=by_step.where(rms["tokens"] == "all"))
+    table = massive_activations_table(PROBE, scalar).set_index(["model", "layer or boundary"])
+    assert table.loc[("pre-grow", "after block 0"), "max/median |scalar|"] == 500.0  # the last checkpoint's
+
+
+def test_the_teacher_precondition_is_judged_on_the_token_rms_and_states_the_scalar_beside_it():
+    """A single outlier scalar (900× its median) whose token RMS stays at 1.5× its median does not meet the
+    threshold set on the per-token measure; a probe from before the scalar measure says it was not measured."""
+    scalar_only = {**PROBE, "layers": [{**PROBE["layers"][0], "scalar_max_over_median": 900.0}]}
+    massive = by_name(context(probe=scalar_only)["preconditions"])["massive activations in the teacher"]
+    assert massive.in_regime is False
+    assert massive.ours.startswith("1.5× (layer 1); max/median |scalar| 900.0× (layer 1, dimension 3, position 4);")
+    old = {**PROBE, "layers": [{k: v for k, v in r.items() if k not in SCALAR_KEYS} for r in PROBE["layers"]]}
+    massive = by_name(context(probe=old)["preconditions"])["massive activations in the teacher"]
+    assert massive.in_regime is True and "max/median |scalar| not measured" in massive.ours
+    assert massive_activations_table(old, pd.DataFrame())["max/median |scalar|"].isna().all()
 
 
 def test_a_run_both_out_of_the_regime_and_unmeasured_says_not_in_regime():

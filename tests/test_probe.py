@@ -1,5 +1,5 @@
-"""The massive-activation probe (normgrow.train.probe) finds an outlier token where one is built in, and
-its attention mass is the exact one on a model whose attention is uniform."""
+"""The massive-activation probe (normgrow.train.probe) finds an outlier token, and an outlier scalar, where
+one is built in, and its attention mass is the exact one on a model whose attention is uniform."""
 
 import pytest
 import torch
@@ -37,6 +37,19 @@ def test_an_outlier_token_is_found_on_its_structural_position():
     assert max(r["max_over_median"] for r in plain) < 5
     for row in outlier:  # the scale rides the residual stream through every layer
         assert row["max_over_median"] > 50 and row["structural_over_regular"] > 50
+
+
+def test_an_outlier_scalar_is_found_in_its_dimension_and_position_beyond_its_token_rms():
+    """One dimension of the structural token's embedding at 300× the largest entry of the table: the probe finds
+    that scalar at position 0 in its dimension in every layer, standing further above the median
+    |activation| than the token's RMS stands above the median token's (diluted by about √32)."""
+    model = tiny()
+    with torch.no_grad():
+        table = model.get_input_embeddings().weight
+        table[SPECIAL, 5] = 300 * table.abs().max()
+    for row in massive_activations(model, batch(), [SPECIAL]):
+        assert (row["scalar_dimension"], row["scalar_position"]) == (5, 0)
+        assert row["scalar_max_over_median"] > 3 * row["max_over_median"] > 50
 
 
 def test_attention_mass_on_structural_keys_is_exact_under_uniform_attention():

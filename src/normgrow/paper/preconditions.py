@@ -18,7 +18,10 @@ and whether the mechanism the paper names can show in it at all. Each has a thre
 - massive activations in the teacher (normgrow.train.probe): the largest max/median token RMS over the
   teacher's layers at least `MIN_MASSIVE` (a real 135M decoder reaches far more on its first token:
   docs/miniature.md). The paper does not report its teacher's; a student distilled from a
-  teacher without any outlier has no scale to inherit at structural tokens.
+  teacher without any outlier has no scale to inherit at structural tokens. The threshold stays on the
+  per-token measure, the one it was set against (docs/miniature.md's probe tables); the largest
+  max/median |scalar| (Sun et al.'s single-activation measure) is stated beside it, "not measured" for
+  a probe from before it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from normgrow.paper.results import Results
 from normgrow.paper.stats import mean_ci
 
 MIN_MASSIVE = 10.0
+SCALAR = "scalar_max_over_median"  # normgrow.train.diagnostics.scalar_outlier
 SPLITS = ("train", "valid", "diag")
 
 
@@ -75,11 +79,21 @@ def kurtosis_reachable(data: dict, paper: str) -> Property:
                     bool(bound > PAPER_KURTOSIS), f"> {PAPER_KURTOSIS:,}")
 
 
+def largest_scalar(layers: pd.DataFrame) -> str:
+    """The largest max/median |scalar| over the probed layers, where it sits, or that it was not measured."""
+    if SCALAR not in layers or layers[SCALAR].isna().all():
+        return "max/median |scalar| not measured (a probe from before it)"
+    top = layers.loc[layers[SCALAR].idxmax()]
+    return (f"max/median |scalar| {top[SCALAR]:,.1f}× (layer {int(top['layer'])}, dimension "
+            f"{int(top['scalar_dimension'])}, position {int(top['scalar_position'])})")
+
+
 def teacher_massive(probe: dict, paper: str) -> Property:
     layers = pd.DataFrame(probe["layers"])
     top = layers.loc[layers["max_over_median"].idxmax()]
     return Property("massive activations in the teacher: largest max/median token RMS over its layers", paper,
-                    f"{top['max_over_median']:.1f}× (layer {int(top['layer'])}); structural/regular up to "
+                    f"{top['max_over_median']:.1f}× (layer {int(top['layer'])}); {largest_scalar(layers)}; "
+                    "structural/regular up to "
                     f"{layers['structural_over_regular'].max():.2f}×; attention on structural tokens up to "
                     f"{layers['attention_on_structural'].max():.2f}",
                     bool(top["max_over_median"] >= MIN_MASSIVE), f"≥ {MIN_MASSIVE:g}×")
@@ -94,15 +108,18 @@ def preconditions(results: Results, data: dict, probe: dict, paper: dict, margin
 
 def massive_activations_table(probe: dict, rms: pd.DataFrame) -> pd.DataFrame:
     """Per layer of the teacher (the probe) and per block boundary of each diagnosed run at its last
-    checkpoint (the mean over seeds): max/median token RMS, structural/regular RMS, and the teacher's
-    attention on structural tokens."""
+    checkpoint (the mean over seeds): max/median token RMS, max/median |scalar| (NaN where not measured:
+    files from before it), structural/regular RMS, and the teacher's attention on structural tokens."""
     rows = [{"model": "teacher", "layer or boundary": f"layer {r['layer']}",
-             "max/median RMS": r["max_over_median"], "structural/regular RMS": r["structural_over_regular"],
+             "max/median RMS": r["max_over_median"], "max/median |scalar|": r.get(SCALAR, float("nan")),
+             "structural/regular RMS": r["structural_over_regular"],
              "attention on structural": r["attention_on_structural"]} for r in probe["layers"]]
     if not rms.empty and "median" in rms:
         last = rms[rms["global_step"] == rms.groupby(["run", "seed"])["global_step"].transform("max")]
-        wide = last.pivot_table(index=["run", "seed", "boundary"], columns="tokens", values=["mean", "max", "median"])
+        values = [c for c in ("mean", "max", "median", SCALAR) if c in rms]
+        wide = last.pivot_table(index=["run", "seed", "boundary"], columns="tokens", values=values)
         stats = pd.DataFrame({"max/median RMS": wide[("max", "all")] / wide[("median", "all")],
+                              "max/median |scalar|": wide.get((SCALAR, "all"), float("nan")),
                               "structural/regular RMS": wide[("mean", "structural")] / wide[("mean", "regular")]})
         for (run, boundary), group in stats.groupby(level=["run", "boundary"]):
             rows.append({"model": run, "layer or boundary": f"after block {boundary - 1}" if boundary else "entry",

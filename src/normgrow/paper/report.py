@@ -206,7 +206,9 @@ def regime_blocks(c: dict) -> list[Block]:
         blocks.append(Paragraph(IN_REGIME_NOTE))
     blocks += [Paragraph("Massive activations: per layer of the teacher, and per block boundary of each diagnosed "
                          "run at its last checkpoint (mean over seeds); the paper's pre-norm student reaches a "
-                         "structural/regular RMS of 37 (Fig. 5a)."),
+                         "structural/regular RMS of 37 (Fig. 5a). max/median |scalar|: the largest single activation "
+                         "over the median one (Sun et al. 2024), which a token's RMS dilutes by about √width; "
+                         "– where not measured."),
                Grid(list(c["massive"].columns),
                     [[v if isinstance(v, str) else "–" if pd.isna(v) else f"{v:.2f}" for v in row]
                      for row in c["massive"].itertuples(index=False)])]

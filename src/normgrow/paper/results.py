@@ -122,8 +122,10 @@ def collect_transitions(phases: pd.DataFrame, train_logs: dict[tuple[str, int, i
 
 
 def collect_diagnostics(paths: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Boundary RMS statistics (one row per checkpoint × boundary × token set) and block removal
-    (one row per checkpoint × block) from the per-phase diagnostics files."""
+    """Boundary RMS statistics (one row per checkpoint × boundary × token set; the rows of all real tokens
+    also carry the max/median |scalar| columns `scalar_*` of normgrow.train.diagnostics, empty in files
+    diagnosed before it) and block removal (one row per checkpoint × block) from the per-phase diagnostics
+    files."""
     rms_rows, removal_rows = [], []
     reports = [r for path in map(Path, paths) for r in json.loads(path.read_text())["checkpoints"]]
     for report in reports:

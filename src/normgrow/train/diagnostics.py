@@ -3,6 +3,11 @@ App. B.2). Every statistic is over real tokens only: padding never enters.
 
 Definitions (h is the residual stream, a (B, T, H) tensor; "real" = attention_mask == 1):
 - per-token RMS: rms(h_{b,t}) = sqrt(mean_k h_{b,t,k}²), one value per real token;
+- max/median |scalar|: the largest |h_{b,t,k}| over every real token and hidden dimension ÷ the median
+  |h_{b,t,k}| over the same, with the dimension k and the position t where the largest sits (reported
+  with the RMS statistics of all real tokens). The massive activations of Sun et al. 2024 ("Massive
+  activations in large language models") are single scalars, a few dimensions of a few tokens thousands
+  of times the median magnitude; a token's RMS dilutes one such dimension by about √H;
 - boundary b: the stream entering block 0 (b = 0, after N_entry for post-norm) and leaving block
   b−1 (b = 1..active blocks; for pre-norm before N_final);
 - RMS statistics of a set of tokens: mean, standard deviation across tokens (population, ddof 0),
@@ -28,6 +33,17 @@ from normgrow.train.forward import at_positions, positions_and_labels
 def per_token_rms(h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """RMS over the hidden dimension at every real token, flattened in (B, T) order."""
     return h.float().pow(2).mean(-1).sqrt()[attention_mask.bool()]
+
+
+def scalar_outlier(h: torch.Tensor, attention_mask: torch.Tensor) -> dict[str, float | int]:
+    """max/median |scalar| of `h` over its real tokens (module docstring), with the largest and the median
+    |activation| and the dimension and position (in its sequence) of the largest."""
+    real = attention_mask.bool()
+    magnitude = h.float().abs()[real]  # (real tokens, H), in (B, T) order
+    token, dimension = divmod(int(magnitude.argmax()), magnitude.shape[1])
+    top, median = magnitude[token, dimension], magnitude.median()
+    return {"scalar_max_over_median": float(top / median), "scalar_max": float(top), "scalar_median": float(median),
+            "scalar_dimension": dimension, "scalar_position": int(real.nonzero()[token, 1])}
 
 
 def kurtosis(x: torch.Tensor) -> float:
@@ -86,7 +102,8 @@ def diagnose(student, batch: Batch, special_ids: list[int], removal: bool = True
     boundaries = []
     for b, h in enumerate(streams):
         rms = per_token_rms(h, batch.attention_mask)
-        boundaries.append({"boundary": b, "all": rms_stats(rms), "structural": rms_stats(rms[structural]),
+        boundaries.append({"boundary": b, "all": rms_stats(rms) | scalar_outlier(h, batch.attention_mask),
+                           "structural": rms_stats(rms[structural]),
                            "regular": rms_stats(rms[~structural]), "per_token_rms": rms.tolist()})
     report = {"active_blocks": student.active_blocks, "boundaries": boundaries,
               "structural_tokens": int(structural.sum()), "real_tokens": int(structural.numel())}

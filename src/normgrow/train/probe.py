@@ -1,12 +1,16 @@
-"""Massive activations in a decoder: per layer, how far the largest token's hidden-state RMS stands
-above the typical token's, whether that scale sits on the structural tokens, and how much attention
-falls on them (Sun et al. 2024, "Massive activations in large language models"; the paper's Fig. 5a
-and §Boundary-Scale Diagnostics measure the same concentration in the pre-norm student's stream).
+"""Massive activations in a decoder: per layer, how far the largest token's hidden-state RMS and the
+largest single activation stand above the typical ones, whether that scale sits on the structural
+tokens, and how much attention falls on them (Sun et al. 2024, "Massive activations in large language
+models"; the paper's Fig. 5a and §Boundary-Scale Diagnostics measure the same concentration in the
+pre-norm student's stream).
 
 On one batch, real tokens only, for each decoder layer ℓ = 1..T with output h_ℓ (the residual
 stream leaving layer ℓ, before any final norm):
 - max/median token RMS: the largest per-token RMS (normgrow.train.diagnostics.per_token_rms) over the
   batch ÷ the median one;
+- max/median |scalar|: the largest |activation| over the batch's real tokens × hidden dimensions ÷ the
+  median one, with its dimension and position (defined in normgrow.train.diagnostics: Sun et al.'s
+  massive activations are single scalars, which the per-token RMS dilutes by about √width);
 - structural/regular RMS: the mean per-token RMS of the structural tokens
   (normgrow.train.diagnostics.structural_mask: special ids and the first position) ÷ that of the others;
 - attention on structural tokens: for each head and each real query position q > 0, the attention
@@ -22,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from normgrow.train.data import Batch
-from normgrow.train.diagnostics import per_token_rms, structural_mask
+from normgrow.train.diagnostics import per_token_rms, scalar_outlier, structural_mask
 
 
 def _first(output):
@@ -31,7 +35,7 @@ def _first(output):
 
 @torch.inference_mode()
 def massive_activations(model, batch: Batch, special_ids: list[int]) -> list[dict]:
-    """The probe's three statistics for every decoder layer of a transformers causal LM (module
+    """The probe's statistics for every decoder layer of a transformers causal LM (module
     docstring), on `batch`; one dict per layer, `layer` counted from 1."""
     if model.config._attn_implementation != "eager":
         raise ValueError("the massive-activation probe reads attention weights: load the model with "
@@ -47,11 +51,13 @@ def massive_activations(model, batch: Batch, special_ids: list[int]) -> list[dic
 
     def on_layer(i):
         def hook(module, args, output):
-            rms = per_token_rms(_first(output), batch.attention_mask)
+            h = _first(output)
+            rms = per_token_rms(h, batch.attention_mask)
             flat = structural[real]
             rows[i].update(max_over_median=float(rms.max() / rms.median()),
                            structural_over_regular=float(rms[flat].mean() / rms[~flat].mean()),
-                           max_rms=float(rms.max()), median_rms=float(rms.median()))
+                           max_rms=float(rms.max()), median_rms=float(rms.median()),
+                           **scalar_outlier(h, batch.attention_mask))
         return hook
 
     def on_attention(i):
