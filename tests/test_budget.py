@@ -106,6 +106,23 @@ def test_the_longest_remaining_chain_starts_first():
     assert wall_hours(jobs, [1.0, 1.0, 1.0, 2.0, 2.0], 2) == 4.0
 
 
+def test_a_longer_chain_goes_first_among_the_jobs_that_become_ready():
+    """After job 0, the chain 1 → 2 → 3 and the one-hour jobs 4 and 5 are ready: on two nodes the chain
+    starts at once (4 h in all), not after them (5 h)."""
+    after = [frozenset(), frozenset({0}), frozenset({1}), frozenset({2}), frozenset({0}), frozenset({0})]
+    jobs = [Job((str(j),), 1.0, a) for j, a in enumerate(after)]
+    assert wall_hours(jobs, [1.0] * 6, 2) == 4.0
+
+
+def test_a_job_of_several_nodes_takes_that_many():
+    config = paper_config()
+    config["resources"]["train"]["nodes"] = 2  # 16 GPUs per phase: two nodes run one phase at a time
+    b = budget(config, AutoConfig.from_pretrained(QWEN3_8B), 30.8, [2, 3, 4], samples=8_000)
+    assert b["gpus_per_job"] == 16
+    assert b["wall_hours"][2] == b["wall_hours"][3] == pytest.approx(b["gpu_hours"]["packed rows"] / 16)
+    assert b["wall_hours"][4] < b["wall_hours"][2]
+
+
 def test_the_layout_follows_padding_free_and_the_attention_kernel():
     assert config_way(paper_config(padding_free=False)) == "padded"
     assert config_way(paper_config(padding_free=True)) == "packed rows"
