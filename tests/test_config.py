@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import yaml
 from conftest import REPO, SCHEMA
+from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
 
 from normgrow.spec.config import (
     ConfigError,
@@ -324,6 +326,19 @@ def test_multi_node_training_is_one_srun_task_per_node(default):
         "mem_mb": 4000, "runtime": 60, "slurm_partition": "gpu", "slurm_account": "lab",
         "nodes": 2, "tasks": 2, "mpi": "srun", "tasks_per_gpu": 0, "gres": "gpu:4", "cpus_per_gpu": 8,
         "slurm_extra": "--signal=TERM@600"}
+
+
+def test_the_site_templates_partition_account_and_qos_reach_every_job_group(default):
+    """configs/site-template.yaml over the paper's config: each group asks the SLURM plugin for its own
+    partition, account and QoS as the plugin's resources (the plugin refuses -p, -A and --qos in slurm_extra)."""
+    config = merge(merge(default, load(REPO / "configs" / "paper.yaml")), load(REPO / "configs" / "site-template.yaml"))
+    config = validate_config(config, SCHEMA)
+    for group, partition in (("train", "gpu"), ("model", "gpu"), ("data", "cpu")):
+        resources = job_resources(config, group)
+        assert (resources["slurm_partition"], resources["slurm_account"], resources["qos"]) == (
+            partition, "my-project", "normal"), group
+        validate_slurm_extra(SimpleNamespace(resources=SimpleNamespace(**resources)))  # what the plugin checks
+    assert "qos" not in job_resources(validate_config(default, SCHEMA), "train")  # null: the account's default
 
 
 def test_no_warning_signal_when_warning_seconds_is_zero(default):

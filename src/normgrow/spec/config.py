@@ -278,6 +278,8 @@ def job_resources(config: dict, group: str, students: int = 1) -> dict:
         resources["slurm_partition"] = spec["partition"]
     if spec["account"]:
         resources["slurm_account"] = spec["account"]
+    if spec["qos"]:  # the plugin's own resource: its slurm_extra may not carry -p, -A or --qos
+        resources["qos"] = spec["qos"]
     nodes, gpus = spec.get("nodes", 1), spec["gpus"]
     if nodes > 1:
         resources.update(nodes=nodes, tasks=nodes, mpi="srun", tasks_per_gpu=0)
