@@ -15,8 +15,11 @@ teacher's forward and the student's forward and backward see, per document:
 - **packed rows**: what `train.padding_free` runs (normgrow.train.data.Batch.packed): the
   micro-batch's documents laid end to end, first fit, in rows as wide as its longest document, with
   a dense document-causal mask (sdpa): its share of the rows' positions and of their attention;
-- **padding-free**: its own tokens, with attention inside the document only — the ideal, which a
-  varlen attention kernel would reach.
+- **padding-free**: its own tokens, with attention inside the document only — what
+  `student.attn_implementation: flex_attention` with `train.padding_free` runs (a micro-batch in one
+  row, a document mask).
+
+The counting is normgrow.cluster.budget's, which the plan command's budget also prints.
 
 FLOPs follow benchmarks/distill_step.py's formula (2 per matmul parameter per token, causal
 attention 4·A·L·n(n+1)/2 per row of n tokens; the student's forward and backward 3× its forward),

@@ -373,12 +373,34 @@ def test_a_revision_needs_a_hub_teacher_or_a_hub_dataset(default, tmp_path):
     default["teacher"]["revision"] = sha  # the default pretrains its teacher here
     assert error_of(copy.deepcopy(default)).startswith("teacher.revision:")
     default["teacher"]["name"] = str(tmp_path)
-    assert "is a local directory" in error_of(copy.deepcopy(default))
+    local = error_of(copy.deepcopy(default))
+    assert "is a local directory" in local and "HF_HUB_OFFLINE=1" in local  # the air-gapped way to keep the pin
     default["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
     config = validate_config(copy.deepcopy(default), SCHEMA)
     assert config["teacher"]["revision"] == sha
     default["data"]["source"]["revision"] = sha  # loader: package is checked by its SHA-256
     assert error_of(copy.deepcopy(default)).startswith("data.source.revision:")
+
+
+def test_a_dataset_revision_needs_a_hub_dataset(default, tmp_path):
+    """The paper's data.source.revision pins a hub dataset: a builder (`parquet`) or a local directory as
+    data.source.path has none, so the revision is refused there; configs/local-data.yaml drops it."""
+    paper = merge(default, load(REPO / "configs" / "paper.yaml"))
+    for path in ("parquet", str(tmp_path)):
+        config = merge(copy.deepcopy(paper), {"data": {"source": {"path": path, "name": None}}})
+        assert error_of(config).startswith("data.source.revision: '87f09149ef4734204d70ed1d046ddc9ca3f2b8f9' names a "
+                                           f"hub snapshot, but data.source.path {path!r} is a local path or a builder")
+    config = validate_config(merge(paper, load(REPO / "configs" / "local-data.yaml")), SCHEMA)
+    assert config["data"]["source"]["path"] == "parquet" and "revision" not in config["data"]["source"]
+
+
+def test_flex_attention_trains_only_on_gpus(default):
+    """torch's FlexAttention has no backward on CPU: a CPU run with it stops before any job, naming the key."""
+    default["student"]["attn_implementation"] = "flex_attention"
+    assert error_of(copy.deepcopy(default)).startswith("student.attn_implementation: 'flex_attention' trains only on a "
+                                                       "GPU")
+    default["resources"] = {"train": {"gpus": 1}}
+    assert validate_config(default, SCHEMA)["student"]["attn_implementation"] == "flex_attention"
 
 
 def test_a_null_revision_is_no_revision(default):

@@ -216,13 +216,17 @@ def print_export(args) -> int:
 
 
 def print_trace(args) -> int:
-    from normgrow.cluster.trace import format_trace, trace
+    from normgrow.cluster.trace import Untraceable, format_trace, trace
     from normgrow.spec.config import training_ranks
 
     config = read_configs(args.configs)
-    result = trace(config, teacher_config(config, args.teacher_config), args.gpus or training_ranks(config),
-                   args.gpu_gb, args.rows, search=not args.no_search, students=args.students,
-                   search_students=args.largest_group)
+    try:
+        result = trace(config, teacher_config(config, args.teacher_config), args.gpus or training_ranks(config),
+                       args.gpu_gb, args.rows, search=not args.no_search, students=args.students,
+                       search_students=args.largest_group)
+    except Untraceable as error:  # a config the trace cannot run: one line
+        print(f"normgrow trace: {error}", file=sys.stderr)
+        return 1
     print(format_trace(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

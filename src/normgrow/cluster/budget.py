@@ -42,13 +42,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from normgrow.cluster.plan import student_parameters
-from normgrow.spec.config import rank_batch_size, training_ranks
+from normgrow.spec.config import VARLEN_ATTENTION, rank_batch_size, training_ranks
 from normgrow.spec.curriculum import PhaseTable, snapshot_steps
 
 PAPER_TOKENS_PER_DOCUMENT = 3.11e9 / (50_000 * 64)  # Table A2 (joint-50k): tokens per phase / documents per phase
 H100_BF16_TFLOPS = 989.4  # dense bf16 peak of an H100 SXM (an H200's is the same)
 WAYS = ("full rows", "padded", "packed rows", "padding-free")
-VARLEN_ATTENTION = ("flex_attention",)  # student.attn_implementation values that skip other documents' blocks
 RESUME_STATES_KEPT = 2  # normgrow.train.resume.ResumeStore's default `keep`
 
 
