@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--tokens", type=Path, required=True, help="tokenized data directory")
     train.add_argument("--previous", type=Path, help="the previous phase's output directory")
     train.add_argument("--out", type=Path, help="this phase's output directory (with --spec)")
-    plan = commands.add_parser("plan", help="parameters, per-GPU memory and tokens per phase of a config")
+    plan = commands.add_parser("plan", help="parameters, per-GPU memory, tokens per phase and the budget (GPU-hours, "
+                                            "wall time, critical path, disk) of a config")
     plan.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     plan.add_argument("--gpus", type=int, default=8)
     plan.add_argument("--gpu-gb", type=float, default=80.0)
