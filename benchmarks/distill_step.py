@@ -19,6 +19,10 @@ For each shape it runs, each in a fresh subprocess (so peak memory is its own):
   backward, clipping, fused AdamW;
 - `ours-compiled` (on request): `ours` with `train.compile`, every decoder layer compiled (the
   compile happens in the warm-up step, which is not timed);
+- `ours-padding-free`, `ours-flex` (on request): `ours` with `train.padding_free` (the rank's
+  documents end to end in rows of its width), and that on `flex_attention` (in one row, attention
+  within each document; GPU only: FlexAttention has no backward on CPU; its compile happens in the
+  warm-up step);
 - `naive`: the same step written the obvious way — stock `Qwen3ForCausalLM`-style full logits for
   teacher (no_grad) and student over the whole padded micro-batch, fp32 log-softmax KL and CE, the
   default AdamW; bf16 autocast where the config computes in bf16;
@@ -65,8 +69,8 @@ from pathlib import Path
 import docs_block
 
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ["naive", "ours", "ours-compiled", "ours-padding-free", "loss-naive", "loss-ours", "eval-before",
-            "eval-ours"]
+VARIANTS = ["naive", "ours", "ours-compiled", "ours-padding-free", "ours-flex", "loss-naive", "loss-ours",
+            "eval-before", "eval-ours"]
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}  # dense bf16 per GPU (NVIDIA datasheets)
 LOSS_CHUNK = 256  # positions per chunk of the fused KD + CE alone (loss-ours)
 OPTIMIZER = {"lr": 1e-4, "min_lr": 1e-6, "warmup_fraction": 0.015, "betas": (0.9, 0.95), "eps": 1e-8,
@@ -128,9 +132,9 @@ def shape(name: str) -> dict:
 SHAPES = ["embedded", "paper-shape", "paper", "docs-mix", "paper-docs"]
 
 
-def build(s: dict, device):
+def build(s: dict, device, attention: str = "sdpa"):
     """The teacher (built on the device in its dtype) and the student (built on the CPU from the
-    teacher, as the trainer does)."""
+    teacher, as the trainer does), both computing attention with `attention`."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -138,7 +142,7 @@ def build(s: dict, device):
     from normgrow.train.teacher import DTYPES
 
     config = Qwen3Config(**{**s["teacher"], "tie_word_embeddings": False})
-    config._attn_implementation = "sdpa"
+    config._attn_implementation = attention
     torch.manual_seed(0)
     default = torch.get_default_dtype()
     torch.set_default_dtype(DTYPES[s["teacher_dtype"]])
@@ -147,7 +151,8 @@ def build(s: dict, device):
             teacher = Qwen3ForCausalLM(config).eval().requires_grad_(False)
     finally:
         torch.set_default_dtype(default)
-    student = BlockStackStudent.from_teacher(teacher, "pre", s["blocks"], s["layers_per_block"], seed=0)
+    student = BlockStackStudent.from_teacher(teacher, "pre", s["blocks"], s["layers_per_block"], seed=0,
+                                             attn_implementation=attention)
     student.set_trainable(list(range(s["blocks"])))
     return teacher, student
 
@@ -163,7 +168,7 @@ def batch_for(s: dict):
 
     rng = np.random.default_rng(0)
     if s.get("lengths") == "documents":
-        from paper_cost import PAPER_TOKENS_PER_DOCUMENT, capped_lognormal_mu
+        from normgrow.cluster.budget import PAPER_TOKENS_PER_DOCUMENT, capped_lognormal_mu
 
         mu = capped_lognormal_mu(PAPER_TOKENS_PER_DOCUMENT * s["seq"] / 8192, 1.0, s["seq"])
         lengths = np.clip(np.rint(rng.lognormal(mu, 1.0, s["rows"])), 2, s["seq"]).astype(int).tolist()
@@ -251,8 +256,9 @@ def loss_step(s: dict, variant: str, device):
 
 
 def full_step(s: dict, variant: str, ranks):
-    """One training update, the trainer's way (`ours`, `ours-compiled`: with `train.compile`) or the
-    obvious way (`naive`): (step, tokens, flops)."""
+    """One training update, the trainer's way (`ours`, `ours-compiled`: with `train.compile`;
+    `ours-padding-free`: with `train.padding_free`; `ours-flex`: that on `flex_attention`, GPU only) or
+    the obvious way (`naive`): (step, tokens, flops)."""
     import torch
 
     from normgrow.spec.curriculum import Training
@@ -261,11 +267,12 @@ def full_step(s: dict, variant: str, ranks):
     from normgrow.train.objective import Objective, loss_positions
     from normgrow.train.trainer import build_optimizer, training_step
 
-    teacher, student = build(s, ranks.device)
+    attention = "flex_attention" if variant == "ours-flex" else "sdpa"
+    teacher, student = build(s, ranks.device, attention)
     global_batch = batch_for(s)
     batch = ranks.rows(global_batch, pad_id=0)
-    flops = step_flops(s, teacher, student, batch)  # useful FLOPs: the padded rows' documents, either layout
-    rows = batch.packed(pad_id=0) if variant == "ours-padding-free" else batch
+    flops = step_flops(s, teacher, student, batch)  # useful FLOPs: the padded rows' documents, any layout
+    rows = batch.laid_out(0, variant in ("ours-padding-free", "ours-flex"), attention)
     objective = Objective()
     if variant.startswith("ours"):
         student.activation_checkpointing = s["activation_checkpointing"]
@@ -375,6 +382,8 @@ def row(r: dict, peak: float | None, baseline: dict | None) -> str:
 
 PARTS = [("full step", "naive", "ours"), ("full step, `train.compile: true`", "naive", "ours-compiled"),
          ("full step, `train.padding_free: true` (in the naive column: ours, padded)", "ours", "ours-padding-free"),
+         ("full step, `train.padding_free: true` on `flex_attention`, one row (in the naive column: ours, padded)",
+          "ours", "ours-flex"),
          ("KD + CE alone", "loss-naive", "loss-ours"),
          ("evaluation's KD + CE (no_grad; naive: before the fix, a head gradient formed)", "eval-before", "eval-ours")]
 BASELINE = {ours: naive for _, naive, ours in PARTS}
@@ -404,7 +413,8 @@ def markdown(results: dict[str, dict[str, dict]], peak: float | None) -> list[st
     lines = ["| shape | part | naive | ours | speed ours/naive | peak memory ours/naive |", "|---|---|---|---|---|---|"]
     for name, measured in results.items():
         for part, naive, ours in PARTS:
-            if ours not in measured and (naive not in measured or ours in ("ours-compiled", "ours-padding-free")):
+            if ours not in measured and (naive not in measured or ours in ("ours-compiled", "ours-padding-free",
+                                                                           "ours-flex")):
                 continue  # the naive step is shown with `ours`; `ours-compiled` has its own row
             if naive.startswith(("loss", "eval")):
                 s = shape(name)
@@ -425,8 +435,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", nargs="+", default=["embedded", "paper-shape"], choices=SHAPES)
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--variants", nargs="+", default=[v for v in VARIANTS if v != "ours-compiled"],
-                        choices=VARIANTS, help="ours-compiled: ours with train.compile (slow to compile on CPU)")
+    on_request = ("ours-compiled", "ours-flex")
+    parser.add_argument("--variants", nargs="+", default=[v for v in VARIANTS if v not in on_request],
+                        choices=VARIANTS, help="ours-compiled: ours with train.compile (slow to compile on CPU); "
+                                               "ours-flex: GPU only")
     parser.add_argument("--peak-tflops", type=float,
                         help="the device's peak, TFLOP/s (default: known GPUs' dense bf16 peak; no MFU on CPU)")
     docs_block.add_write_option(parser, "Markdown table")
@@ -445,6 +457,8 @@ def main() -> None:
     peak = peak_tflops(device, args.peak_tflops)
     if device == "cpu" and any(shape(name).get("needs_gpu") for name in args.shapes):
         parser.error("shape 'paper' needs a GPU (none is visible)")
+    if device == "cpu" and "ours-flex" in args.variants:
+        parser.error("variant 'ours-flex' needs a GPU (FlexAttention has no backward on CPU)")
     print(f"device: {device}; " + (f"MFU against {peak} TFLOP/s" if peak else "no MFU (give --peak-tflops)"))
     print(f"{'shape':12} {'variant':13} {'step s':>9} {'tokens/s':>10} {'peak MB':>9} {'MFU':>7} "
           f"{'speed ours/naive':>17} {'memory ours/naive':>18}", flush=True)

@@ -40,7 +40,8 @@ import docs_block
 import run_time
 
 REPO = Path(__file__).resolve().parents[1]
-H100_BF16_TFLOPS = 989.4
+sys.path.insert(0, str(REPO / "src"))
+from normgrow.cluster.budget import H100_BF16_TFLOPS  # noqa: E402
 
 
 def run_workflow(workdir: Path, configfiles: list[str], group_size: int, cores: int, phases_only: bool) -> dict:

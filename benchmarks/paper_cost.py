@@ -15,8 +15,11 @@ teacher's forward and the student's forward and backward see, per document:
 - **packed rows**: what `train.padding_free` runs (normgrow.train.data.Batch.packed): the
   micro-batch's documents laid end to end, first fit, in rows as wide as its longest document, with
   a dense document-causal mask (sdpa): its share of the rows' positions and of their attention;
-- **padding-free**: its own tokens, with attention inside the document only — the ideal, which a
-  varlen attention kernel would reach.
+- **padding-free**: its own tokens, with attention inside the document only — what
+  `student.attn_implementation: flex_attention` with `train.padding_free` runs (a micro-batch in one
+  row, a document mask).
+
+The counting is normgrow.cluster.budget's, which the plan command's budget also prints.
 
 FLOPs follow benchmarks/distill_step.py's formula (2 per matmul parameter per token, causal
 attention 4·A·L·n(n+1)/2 per row of n tokens; the student's forward and backward 3× its forward),
@@ -42,65 +45,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import docs_block
 import numpy as np
-from grouping import H100_BF16_TFLOPS
 
 REPO = Path(__file__).resolve().parents[1]
-PAPER_TOKENS_PER_DOCUMENT = 3.11e9 / (50_000 * 64)  # Table A2 (joint-50k): tokens per phase / documents per phase
-WAYS = ("full rows", "padded", "packed rows", "padding-free")
-
-
-@dataclass(frozen=True)
-class PerDocument:
-    """What one document costs on average under one way of batching: tokens through the matmuls and
-    the causal-attention term Σ n(n+1)/2 over the rows it is part of (both per document)."""
-    tokens: float
-    attention: float
-
-
-def per_document(lengths: np.ndarray, micro_batch: int, max_length: int) -> dict[str, PerDocument]:
-    """The ways for documents of `lengths`, read in order in micro-batches of `micro_batch`."""
-    from normgrow.train.data import first_fit
-
-    usable = len(lengths) - len(lengths) % micro_batch
-    rows = lengths[:usable].astype(np.float64).reshape(-1, micro_batch)
-    longest = rows.max(axis=1)
-    packed = np.array([len(first_fit(batch.astype(int).tolist(), int(width)))  # rows of each packed micro-batch
-                       for batch, width in zip(rows, longest, strict=True)])
-    return {
-        "full rows": PerDocument(float(max_length), max_length * (max_length + 1) / 2),
-        "padded": PerDocument(float(longest.mean()), float((longest * (longest + 1) / 2).mean())),
-        "packed rows": PerDocument(float((packed * longest).mean() / micro_batch),
-                                   float((packed * longest * (longest + 1) / 2).mean() / micro_batch)),
-        "padding-free": PerDocument(float(rows.mean()), float((rows * (rows + 1) / 2).mean())),
-    }
-
-
-def capped_lognormal_mu(mean: float, sigma: float, cap: float) -> float:
-    """μ of the log-normal(μ, σ) whose mean after capping at `cap` is `mean` (bisection on the closed
-    form E[min(X, c)] = e^(μ+σ²/2)·Φ((ln c − μ − σ²)/σ) + c·(1 − Φ((ln c − μ)/σ)))."""
-    from scipy.stats import norm
-
-    def capped_mean(mu: float) -> float:
-        return (np.exp(mu + sigma ** 2 / 2) * norm.cdf((np.log(cap) - mu - sigma ** 2) / sigma)
-                + cap * norm.sf((np.log(cap) - mu) / sigma))
-
-    low, high = -10.0, np.log(cap)
-    for _ in range(200):
-        middle = (low + high) / 2
-        low, high = (middle, high) if capped_mean(middle) < mean else (low, middle)
-    return (low + high) / 2
-
-
-def planned_lengths(sigma: float, samples: int, cap: int, seed: int = 0) -> np.ndarray:
-    """Document lengths for planning: the capped log-normal with the paper's mean (module docstring)."""
-    mu = capped_lognormal_mu(PAPER_TOKENS_PER_DOCUMENT, sigma, cap)
-    lengths = np.random.default_rng(seed).lognormal(mu, sigma, samples)
-    return np.clip(np.rint(lengths), 1, cap)
+sys.path.insert(0, str(REPO / "src"))
+from normgrow.cluster.budget import (  # noqa: E402  (the counts: one module, the plan command's budget too)
+    H100_BF16_TFLOPS,
+    PAPER_TOKENS_PER_DOCUMENT,
+    WAYS,
+    PerDocument,
+    per_document,
+    phase_costs,
+    planned_lengths,
+    training_jobs,
+)
 
 
 def paper_config() -> dict:
@@ -116,37 +77,12 @@ def paper_config() -> dict:
 
 def dag_flops(config: dict, teacher_config, ways: dict[str, PerDocument], group_size: int) -> dict[str, dict]:
     """Training + evaluation FLOPs of the config's DAG under each way, alone and grouped."""
-    import torch
-    from distill_step import matmul_params
-    from transformers import AutoModelForCausalLM
-
-    from normgrow.spec.curriculum import PhaseTable
-
-    with torch.device("meta"):
-        teacher = AutoModelForCausalLM.from_config(teacher_config)
-    layer, head = matmul_params(teacher.model.layers[0]), matmul_params(teacher.get_output_embeddings())
-    width = teacher_config.num_attention_heads * teacher_config.head_dim
-    table = PhaseTable.from_config(config)
-    train = config["train"]
-    documents, student_layers = {}, {}
-    for key, spec in table.specs.items():
-        steps = spec.phase.steps
-        evaluations = len(set(range(train["eval_every"], steps + 1, train["eval_every"])) | {steps})
-        documents[key] = steps * train["batch_size"] + evaluations * config["data"]["valid_docs"]
-        student_layers[key] = spec.phase.active_blocks * config["student"]["layers_per_block"] if steps else 0
-    grouped_keys = {key for group in table.groups(group_size) for key in group.keys}
-    streams = [group.keys[0] for group in table.groups(group_size)] + [k for k in table.specs if k not in grouped_keys]
-
-    def forward(layers: int, cost: PerDocument) -> float:  # one document's forward through `layers` layers + head
-        return 2 * (layers * layer + head) * cost.tokens + 4 * width * layers * cost.attention
-
     out = {}
     for way, cost in ways.items():
-        student = sum(documents[k] * 3 * forward(student_layers[k], cost) for k in table.specs if student_layers[k])
-        teacher_pass = forward(teacher_config.num_hidden_layers, cost)
-        out[way] = {"alone": student + teacher_pass * sum(documents.values()),
-                    "grouped": student + teacher_pass * sum(documents[k] for k in streams),
-                    "tokens_per_document": cost.tokens}
+        costs = phase_costs(config, teacher_config, cost)
+        out[way] = {label: sum(job.flops for job in training_jobs(config, costs, size))
+                    for label, size in (("alone", 1), ("grouped", group_size))}
+        out[way]["tokens_per_document"] = cost.tokens
     return out
 
 
@@ -204,7 +140,6 @@ def main(argv: list[str]) -> None:
     docs_block.add_write_option(parser)
     args = parser.parse_args(argv)
     command = docs_block.checked_command(parser, args, __file__, argv)
-    sys.path.insert(0, str(REPO / "src"))
     from transformers import AutoConfig
 
     from normgrow.spec.config import merge, rank_batch_size, validate_config

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import yaml
 from conftest import REPO, SCHEMA
+from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
 
 from normgrow.spec.config import (
     ConfigError,
@@ -326,6 +328,19 @@ def test_multi_node_training_is_one_srun_task_per_node(default):
         "slurm_extra": "--signal=TERM@600"}
 
 
+def test_the_site_templates_partition_account_and_qos_reach_every_job_group(default):
+    """configs/site-template.yaml over the paper's config: each group asks the SLURM plugin for its own
+    partition, account and QoS as the plugin's resources (the plugin refuses -p, -A and --qos in slurm_extra)."""
+    config = merge(merge(default, load(REPO / "configs" / "paper.yaml")), load(REPO / "configs" / "site-template.yaml"))
+    config = validate_config(config, SCHEMA)
+    for group, partition in (("train", "gpu"), ("model", "gpu"), ("data", "cpu")):
+        resources = job_resources(config, group)
+        assert (resources["slurm_partition"], resources["slurm_account"], resources["qos"]) == (
+            partition, "my-project", "normal"), group
+        validate_slurm_extra(SimpleNamespace(resources=SimpleNamespace(**resources)))  # what the plugin checks
+    assert "qos" not in job_resources(validate_config(default, SCHEMA), "train")  # null: the account's default
+
+
 def test_no_warning_signal_when_warning_seconds_is_zero(default):
     config = validate_config(merge(default, {"resources": {"train": {"warning_seconds": 0}}}), SCHEMA)
     assert "slurm_extra" not in job_resources(config, "train")
@@ -358,12 +373,34 @@ def test_a_revision_needs_a_hub_teacher_or_a_hub_dataset(default, tmp_path):
     default["teacher"]["revision"] = sha  # the default pretrains its teacher here
     assert error_of(copy.deepcopy(default)).startswith("teacher.revision:")
     default["teacher"]["name"] = str(tmp_path)
-    assert "is a local directory" in error_of(copy.deepcopy(default))
+    local = error_of(copy.deepcopy(default))
+    assert "is a local directory" in local and "HF_HUB_OFFLINE=1" in local  # the air-gapped way to keep the pin
     default["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
     config = validate_config(copy.deepcopy(default), SCHEMA)
     assert config["teacher"]["revision"] == sha
     default["data"]["source"]["revision"] = sha  # loader: package is checked by its SHA-256
     assert error_of(copy.deepcopy(default)).startswith("data.source.revision:")
+
+
+def test_a_dataset_revision_needs_a_hub_dataset(default, tmp_path):
+    """The paper's data.source.revision pins a hub dataset: a builder (`parquet`) or a local directory as
+    data.source.path has none, so the revision is refused there; configs/local-data.yaml drops it."""
+    paper = merge(default, load(REPO / "configs" / "paper.yaml"))
+    for path in ("parquet", str(tmp_path)):
+        config = merge(copy.deepcopy(paper), {"data": {"source": {"path": path, "name": None}}})
+        assert error_of(config).startswith("data.source.revision: '87f09149ef4734204d70ed1d046ddc9ca3f2b8f9' names a "
+                                           f"hub snapshot, but data.source.path {path!r} is a local path or a builder")
+    config = validate_config(merge(paper, load(REPO / "configs" / "local-data.yaml")), SCHEMA)
+    assert config["data"]["source"]["path"] == "parquet" and "revision" not in config["data"]["source"]
+
+
+def test_flex_attention_trains_only_on_gpus(default):
+    """torch's FlexAttention has no backward on CPU: a CPU run with it stops before any job, naming the key."""
+    default["student"]["attn_implementation"] = "flex_attention"
+    assert error_of(copy.deepcopy(default)).startswith("student.attn_implementation: 'flex_attention' trains only on a "
+                                                       "GPU")
+    default["resources"] = {"train": {"gpus": 1}}
+    assert validate_config(default, SCHEMA)["student"]["attn_implementation"] == "flex_attention"
 
 
 def test_a_null_revision_is_no_revision(default):

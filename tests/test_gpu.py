@@ -54,6 +54,32 @@ def test_a_bf16_phase_on_the_gpu_tracks_the_cpu_fp32_phase(tmp_path):
     assert gpu["tokens"].equals(cpu["tokens"])
 
 
+def train_on_the_gpu(tmp_path, name: str, config: dict) -> pd.DataFrame:
+    """Phase 0 of post-freeze under `config`, trained on the GPU by the command line; its train.csv."""
+    (tmp_path / f"{name}.json").write_text(json.dumps(phase_arguments_for(config, "post-freeze", 7, 0)))
+    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(tmp_path / f"{name}.json"),
+               "--teacher", str(tmp_path / "teacher"), "--tokens", str(tmp_path / "tokens"),
+               "--out", str(tmp_path / name)]
+    proc = subprocess.run(command, capture_output=True, text=True, env=GPU_ENV, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return pd.read_csv(tmp_path / name / "train.csv")
+
+
+def test_flex_attention_in_one_row_trains_the_padded_phase(tmp_path):
+    """student.attn_implementation: flex_attention with train.padding_free (each batch in one row, attention
+    within each document) trains phase 0 as the padded sdpa phase does: the same token counts, losses
+    within float rounding (fp32; the forward alone is checked on CPU, tests/test_padding_free.py)."""
+    write_phase_inputs(tmp_path, seed=3, documents=40, longest=14, valid=5)
+    config = tiny_run_config()
+    config["train"].update(phase_steps=6, batch_size=5, eval_every=3)
+    padded = train_on_the_gpu(tmp_path, "padded", config)
+    config["train"]["padding_free"] = True
+    config["student"]["attn_implementation"] = "flex_attention"
+    flex = train_on_the_gpu(tmp_path, "flex", config)
+    assert flex["tokens"].equals(padded["tokens"])
+    assert (flex["loss"] - padded["loss"]).abs().max() < 1e-3
+
+
 def test_the_benchmark_measures_the_step_and_its_mfu_on_the_gpu():
     command = [sys.executable, str(REPO / "benchmarks" / "distill_step.py"), "--shapes", "embedded", "--reps", "2",
                "--variants", "naive", "ours", "--peak-tflops", "100"]

@@ -101,6 +101,59 @@ def test_teacher_and_student_see_each_document_alone(placement):
         torch.testing.assert_close(packed_terms[key], value, rtol=1e-5, atol=1e-6, msg=key)
 
 
+def test_a_varlen_kernel_reads_the_batch_in_one_row_and_the_others_in_rows_of_its_width():
+    batch = padded_batch()
+    assert batch.laid_out(PAD, False, "flex_attention") is batch  # padded unless train.padding_free
+    one = batch.laid_out(PAD, True, "flex_attention")
+    assert one.input_ids.shape == (1, sum(LENGTHS)) and one.attention_mask.all()  # no padding at all
+    assert documents(one) == [row[:n].tolist() for row, n in zip(batch.input_ids, LENGTHS, strict=True)]
+    assert torch.equal(batch.laid_out(PAD, True, "sdpa").input_ids, batch.packed(PAD).input_ids)
+
+
+def with_attention(model, implementation: str):
+    """`model` computing its attention with `implementation` (its layers read the shared config)."""
+    model.config._attn_implementation = implementation
+    return model
+
+
+def test_flex_attention_in_one_row_computes_the_padded_batch(monkeypatch):
+    """student.attn_implementation: flex_attention with train.padding_free: the batch in one row, attention
+    within each document from the position ids (a document mask, as a BlockMask), gives the padded sdpa
+    batch's teacher hidden states, student logits and loss terms. Forward only: torch's FlexAttention has
+    no backward on CPU (tests/test_gpu.py trains a phase with it on a GPU)."""
+    from torch.nn.attention.flex_attention import BlockMask
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    flex, masks = ALL_ATTENTION_FUNCTIONS["flex_attention"], []
+
+    def recorded(module, query, key, value, attention_mask, **kwargs):  # flex attention, its masks kept
+        masks.append(attention_mask)
+        return flex(module, query, key, value, attention_mask, **kwargs)
+
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS._global_mapping, "flex_attention", recorded)
+    teacher = make_teacher()
+    student = BlockStackStudent.from_teacher(teacher, "post", 2, 1, seed=0).eval()
+    batch = padded_batch()
+    one = batch.laid_out(PAD, True, "flex_attention")
+    inputs, one_inputs = LossInputs.of(batch), LossInputs.of(one)
+    distillation = Distillation(teacher, Objective(), chunk=5)
+    with torch.no_grad():
+        hidden = causal_lm_hidden(teacher, batch, inputs.positions)
+        logits = student.lm_head(at_positions(student(batch.input_ids, batch.attention_mask), inputs.positions))
+        terms = distillation.terms(student, inputs)
+        with_attention(teacher, "flex_attention"), with_attention(student, "flex_attention")
+        torch.testing.assert_close(causal_lm_hidden(teacher, one, one_inputs.positions),
+                                   in_packed_order(hidden, batch, one), rtol=1e-5, atol=1e-5)
+        one_logits = student.lm_head(at_positions(
+            student(one.input_ids, one.attention_mask, position_ids=one.position_ids), one_inputs.positions))
+        torch.testing.assert_close(one_logits, in_packed_order(logits, batch, one), rtol=1e-5, atol=1e-5)
+        one_terms = distillation.terms(student, one_inputs)
+    for key, value in terms.items():
+        torch.testing.assert_close(one_terms[key], value, rtol=1e-5, atol=1e-6, msg=key)
+    # the teacher's 2 layers and the student's 2, twice each (hidden states and logits, then the loss terms)
+    assert len(masks) == 2 * 2 + 2 * 2 and all(isinstance(m, BlockMask) for m in masks)
+
+
 def test_a_phase_trained_without_padding_matches_the_padded_one(workspace):
     """A few AdamW updates of phase 0: train.csv and eval.csv within the multi-rank tolerances, the
     token counts (Table A2) exactly, the final weights within 1e-4; the phase key is the padded one's."""

@@ -131,3 +131,14 @@ def test_paper_shape_traced_from_the_command_line(capsys):
     assert "8 documents × 8,192 tokens per rank, one phase" in out and "→ fits in 90% of 80 GB" in out
     assert main(["trace", *args, "--gpu-gb", "40"]) == 1
     assert "does NOT fit" in capsys.readouterr().out
+
+
+def test_a_varlen_kernel_is_refused_in_one_line(tmp_path, capsys):
+    """flex_attention builds its block mask from the data, which fake tensors do not hold: the trace says so
+    and exits 1 before tracing, instead of failing deep inside FlexAttention."""
+    flex = tmp_path / "flex.yaml"
+    flex.write_text("student: {attn_implementation: flex_attention}\n")
+    assert main(["trace", str(REPO / "config.yaml"), str(REPO / "configs" / "paper.yaml"), str(flex), "--gpus", "8",
+                 "--no-search", "--teacher-config", str(REPO / "configs" / "teachers" / "qwen3-8b-base")]) == 1
+    assert capsys.readouterr().err.startswith("normgrow trace: student.attn_implementation 'flex_attention' cannot be "
+                                              "traced on fake tensors")

@@ -216,6 +216,21 @@ def test_paper_dag_through_the_slurm_profile_gives_every_phase_its_gpus(tmp_path
             assert job.resources["gpu"] == "1", job
 
 
+def test_the_site_template_through_the_slurm_profile_gives_each_job_its_partition_account_and_qos(tmp_path):
+    """configs/site-template.yaml after configs/paper.yaml, as its header says: every phase and model job
+    asks for the GPU partition, the data jobs for the CPU one, all with the account and QoS."""
+    command = [SNAKEMAKE, "--profile", "slurm", "--directory", str(tmp_path), "-n", "results/paper",
+               "--configfile", str(REPO / "configs" / "paper.yaml"), str(REPO / "configs" / "site-template.yaml")]
+    proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    jobs = [job for job in parse_jobs(proc.stdout) if "mem_mb" in job.resources and job.rule != "paper"]
+    partitions = {job.rule: job.resources.get("slurm_partition") for job in jobs}
+    assert partitions["train_phase"] == partitions["check_teacher"] == partitions["diagnose"] == "gpu"
+    assert partitions["corpus"] == partitions["tokenize_corpus"] == "cpu"
+    for job in jobs:
+        assert (job.resources.get("slurm_account"), job.resources.get("qos")) == ("my-project", "normal"), job.rule
+
+
 def test_group_jobs_through_the_slurm_profile_ask_for_their_students_memory_and_runtime(tmp_path):
     """With resources.train.group_size: 2, each group of the paper DAG is one cluster job
     (train_group_{id}) on a phase's GPUs and CPUs per GPU, asking for its students × the phase's

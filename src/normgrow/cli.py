@@ -3,7 +3,8 @@
 - `python -m normgrow.cli train-phase ...` runs one phase outside Snakemake (the same function the
   workflow's train rule calls), e.g. for fault-injection tests;
 - `python -m normgrow.cli plan config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` prints the
-  resource plan of a configuration (normgrow.cluster.plan);
+  resource plan of a configuration (normgrow.cluster.plan) and its budget: GPU-hours, wall time on
+  `--nodes`, the critical path and disk (normgrow.cluster.budget);
 - `python -m normgrow.cli phases config.yaml [more.yaml ...]` prints where every phase of every run
   is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase; with
   `--other-code`, only the state.json of each finished phase trained by code other than this checkout's
@@ -27,6 +28,7 @@ import json
 import sys
 from pathlib import Path
 
+from normgrow.cluster.budget import H100_BF16_TFLOPS, PAPER_TOKENS_PER_DOCUMENT
 from normgrow.cluster.launch import read_phase_arguments
 from normgrow.spec.execution import PHASE_FILES
 from normgrow.train import threads  # noqa: F401  (before torch: OpenMP's spin, normgrow.train.threads)
@@ -48,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--tokens", type=Path, required=True, help="tokenized data directory")
     train.add_argument("--previous", type=Path, help="the previous phase's output directory")
     train.add_argument("--out", type=Path, help="this phase's output directory (with --spec)")
-    plan = commands.add_parser("plan", help="parameters, per-GPU memory and tokens per phase of a config")
+    plan = commands.add_parser("plan", help="parameters, per-GPU memory, tokens per phase and the budget (GPU-hours, "
+                                            "wall time, critical path, disk) of a config")
     plan.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     plan.add_argument("--gpus", type=int, default=8)
     plan.add_argument("--gpu-gb", type=float, default=80.0)
@@ -58,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
                                                "(default: teacher.name)")
     plan.add_argument("--students", type=int, help="students of one job on one teacher forward per batch "
                                                    "(default: resources.train.group_size)")
+    plan.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4, 8],
+                      help="numbers of nodes to give the training's wall time for (normgrow.cluster.budget)")
+    plan.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation assumed for time and GPU-hours")
+    plan.add_argument("--peak-tflops", type=float, default=H100_BF16_TFLOPS,
+                      help="a GPU's dense bf16 peak in TFLOP/s (default: an H100's, an H200's too)")
+    plan.add_argument("--sigma", type=float, default=1.0, help="spread of log document length (assumed)")
+    plan.add_argument("--mean-doc-tokens", type=float, default=PAPER_TOKENS_PER_DOCUMENT,
+                      help="mean tokens per document (default: the paper's, Table A2)")
     phases = commands.add_parser("phases", help="every run's phases, their directories and the runs sharing them")
     phases.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     phases.add_argument("--other-code", action="store_true",
@@ -170,12 +181,16 @@ def teacher_config(config: dict, override: str | None):
 
 
 def print_plan(args) -> int:
+    from normgrow.cluster.budget import budget, format_budget
     from normgrow.cluster.plan import format_plan, plan
 
     config = read_configs(args.configs)
-    result = plan(config, teacher_config(config, args.teacher_config), args.gpus, args.gpu_gb,
-                  False if args.no_activation_checkpointing else None, args.students)
+    teacher = teacher_config(config, args.teacher_config)
+    result = plan(config, teacher, args.gpus, args.gpu_gb, False if args.no_activation_checkpointing else None,
+                  args.students)
     print(format_plan(result))
+    print(format_budget(budget(config, teacher, result["resume_state_gb"], args.nodes, args.mfu, args.peak_tflops,
+                               args.sigma, mean_tokens=args.mean_doc_tokens)))
     return 0
 
 
@@ -202,13 +217,17 @@ def print_export(args) -> int:
 
 
 def print_trace(args) -> int:
-    from normgrow.cluster.trace import format_trace, trace
+    from normgrow.cluster.trace import Untraceable, format_trace, trace
     from normgrow.spec.config import training_ranks
 
     config = read_configs(args.configs)
-    result = trace(config, teacher_config(config, args.teacher_config), args.gpus or training_ranks(config),
-                   args.gpu_gb, args.rows, search=not args.no_search, students=args.students,
-                   search_students=args.largest_group)
+    try:
+        result = trace(config, teacher_config(config, args.teacher_config), args.gpus or training_ranks(config),
+                       args.gpu_gb, args.rows, search=not args.no_search, students=args.students,
+                       search_students=args.largest_group)
+    except Untraceable as error:  # a config the trace cannot run: one line
+        print(f"normgrow trace: {error}", file=sys.stderr)
+        return 1
     print(format_trace(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -48,6 +48,7 @@ from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed.tensor import DTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from normgrow.spec.config import VARLEN_ATTENTION
 from normgrow.spec.curriculum import Training
 from normgrow.spec.execution import shares_teacher_forward
 from normgrow.train.data import Batch
@@ -246,6 +247,10 @@ def module_gib(module: torch.nn.Module) -> float:
     return sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()]) / GiB
 
 
+class Untraceable(ValueError):
+    """A config whose step fake tensors cannot run."""
+
+
 def trace(config: dict, teacher_config, gpus: int, gpu_gb: float, rows: int | None = None,
           search: bool = True, students: int | None = None, search_students: bool = False) -> dict:
     """The training trace of a job of `students` phases (default: `resources.train.group_size`) at
@@ -255,6 +260,11 @@ def trace(config: dict, teacher_config, gpus: int, gpu_gb: float, rows: int | No
     not traced); with `search_students`, the largest group that fits at `rows`."""
     from normgrow.cluster.plan import plan
 
+    if config["student"]["attn_implementation"] in VARLEN_ATTENTION:
+        raise Untraceable(f"student.attn_implementation {config['student']['attn_implementation']!r} cannot be traced "
+                         "on fake tensors (its block mask is built from the data they do not hold): trace the config "
+                         "with sdpa, whose worst-case rows (every document max_length long) take the same memory "
+                         "but for sdpa's attention mask")
     tokens = config["data"]["max_length"]
     rows = rows or max(1, config["train"]["batch_size"] // gpus)
     students = students or config["resources"]["train"]["group_size"]

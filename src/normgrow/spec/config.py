@@ -197,11 +197,19 @@ def check_config(config: dict) -> None:
     if min_lr > lr:
         raise ConfigError(f"train.min_lr ({min_lr}) is larger than train.lr ({lr}): the cosine schedule would rise "
                           "instead of decaying to it")
+    if config["student"]["attn_implementation"] in VARLEN_ATTENTION and not config["resources"]["train"]["gpus"]:
+        raise ConfigError(f"student.attn_implementation: {config['student']['attn_implementation']!r} trains only on "
+                          "a GPU (torch's FlexAttention has no backward on CPU), but resources.train.gpus is 0: use "
+                          "sdpa, or train on GPUs")
     ranks, batch = training_ranks(config), config["train"]["batch_size"]
     if batch % ranks:
         raise ConfigError(f"train.batch_size ({batch}) is not a multiple of the training ranks ({ranks} = "
                           "resources.train ranks_per_node × nodes): every rank takes an equal share of a batch")
 
+
+# Attention kernels (student.attn_implementation) whose cost follows each document's own length in a row of
+# several: with train.padding_free a rank's documents go in one row (normgrow.train.data.Batch.packed).
+VARLEN_ATTENTION = frozenset({"flex_attention"})
 
 # A Hugging Face hub id: `name` or `namespace/name`, of letters, digits, '-', '_' and '.'.
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
@@ -235,12 +243,23 @@ def check_revisions(config: dict) -> None:
     name, revision = config["teacher"]["name"], config["teacher"].get("revision")
     if revision is not None and (name is None or Path(name).expanduser().is_dir()):
         where = "is null (a teacher pretrained here)" if name is None else f"{name!r} is a local directory"
+        offline = ("; offline, keep the hub id as teacher.name and read it from the hub cache at its revision "
+                   "(HF_HUB_OFFLINE=1; docs/cluster.md, Air-gapped compute nodes)") if name else ""
         raise ConfigError(f"teacher.revision: {revision!r} names a hub snapshot, but teacher.name {where}: set "
-                          "teacher.revision: null")
+                          f"teacher.revision: null{offline}")
     source = config["data"]["source"]
     if source.get("revision") is not None and source["loader"] != "datasets":
         raise ConfigError(f"data.source.revision: {source['revision']!r} is for loader: datasets (a hub dataset); "
                           f"loader {source['loader']!r} checks its file by data.source.sha256 instead")
+    if source.get("revision") is not None and not is_hub_dataset(source["path"]):
+        raise ConfigError(f"data.source.revision: {source['revision']!r} names a hub snapshot, but data.source.path "
+                          f"{source['path']!r} is a local path or a builder: set data.source.revision: null")
+
+
+def is_hub_dataset(path: str) -> bool:
+    """Whether data.source.path names a hub dataset (`namespace/name` that is no local path; a builder
+    such as `parquet` has no namespace)."""
+    return "/" in path and HUB_ID.fullmatch(path) is not None and not Path(path).expanduser().exists()
 
 
 def launch_ranks(config: dict) -> dict[str, int]:
@@ -278,6 +297,8 @@ def job_resources(config: dict, group: str, students: int = 1) -> dict:
         resources["slurm_partition"] = spec["partition"]
     if spec["account"]:
         resources["slurm_account"] = spec["account"]
+    if spec["qos"]:  # the plugin's own resource: its slurm_extra may not carry -p, -A or --qos
+        resources["qos"] = spec["qos"]
     nodes, gpus = spec.get("nodes", 1), spec["gpus"]
     if nodes > 1:
         resources.update(nodes=nodes, tasks=nodes, mpi="srun", tasks_per_gpu=0)

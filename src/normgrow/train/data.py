@@ -36,7 +36,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import LocalEntryNotFoundError
 
+from normgrow.spec.config import VARLEN_ATTENTION, is_hub_dataset
 from normgrow.spec.curriculum import DataPosition
 
 
@@ -63,7 +67,8 @@ def load_corpus(source: dict):
     loader `package`: a JSON file inside an installed package (keyed by title, one record each),
     verified against its SHA-256. loader `datasets`: `datasets.load_dataset(path, name, split,
     data_files, streaming, revision)` — a hub id (e.g. FineWeb-Edu `sample-10BT`) at data.source.revision,
-    or a local path.
+    or a local path. Offline (`HF_HUB_OFFLINE=1`), a hub id is read from the hub cache's snapshot at
+    that revision (`hub_snapshot`), as transformers reads a teacher: the same files, the pin kept.
     """
     import datasets
 
@@ -78,10 +83,28 @@ def load_corpus(source: dict):
             records = json.load(f)
         texts = [r.get(field) or "" for r in (records.values() if isinstance(records, dict) else records)]
         return datasets.Dataset.from_dict({"text": texts})
-    ds = datasets.load_dataset(source["path"], name=source.get("name"), split=source.get("split", "train"),
+    path, revision = source["path"], source.get("revision")
+    if is_hub_dataset(path) and hub_constants.is_offline_mode():
+        path, revision = hub_snapshot(path, revision), None
+    ds = datasets.load_dataset(path, name=source.get("name"), split=source.get("split", "train"),
                                data_files=source.get("data_files"), streaming=source.get("streaming", False),
-                               revision=source.get("revision"))
+                               revision=revision)
     return ds.select_columns([field]).rename_column(field, "text") if field != "text" else ds.select_columns(["text"])
+
+
+def hub_snapshot(repo_id: str, revision: str | None) -> str:
+    """The hub cache's directory of dataset `repo_id` at `revision` (a commit sha; a branch or tag through
+    the cache's refs; None: main), without the network: `snapshots/<sha>/` under HF_HUB_CACHE, whose
+    README's configs name each configuration's files as on the hub. FileNotFoundError, saying what to
+    download, when the cache does not hold it."""
+    try:
+        return snapshot_download(repo_id, repo_type="dataset", revision=revision, local_files_only=True)
+    except LocalEntryNotFoundError:
+        raise FileNotFoundError(
+            f"data.source: offline (HF_HUB_OFFLINE), and the hub cache ({hub_constants.HF_HUB_CACHE}) "
+            f"holds no snapshot of dataset {repo_id!r} at revision {revision or 'main'}: download it first, "
+            f"`hf download {repo_id} --repo-type dataset --revision {revision or 'main'}` (docs/cluster.md, "
+            "Air-gapped compute nodes)") from None
 
 
 def split_corpus(corpus, seed: int, valid_docs: int, diag_docs: int, train_docs: int | None, write,
@@ -263,15 +286,16 @@ class Batch:
         return Batch(self.input_ids.to(device), self.attention_mask.to(device),
                      None if self.position_ids is None else self.position_ids.to(device))
 
-    def packed(self, pad_id: int) -> Batch:
+    def packed(self, pad_id: int, one_row: bool = False) -> Batch:
         """The padded batch's documents laid end to end in rows no wider than its own width (its
         longest document): each document, in batch order, goes to the first row with room for it
         (first fit); the rest of a row is padding with positions of its own. Real tokens, their
         positions within their document and what each may attend to are the padded batch's; only the
         order of the documents' tokens and the number of padded positions change (`pad_id`: the
-        padding token)."""
+        padding token). `one_row`: every document in one row, no padding at all (for an attention
+        kernel whose cost follows each document's length, not the row's: VARLEN_ATTENTION)."""
         lengths = self.attention_mask.sum(1).tolist()
-        width = self.input_ids.shape[1]
+        width = sum(lengths) if one_row else self.input_ids.shape[1]
         rows = first_fit(lengths, width)
         device = self.input_ids.device
         ids = torch.full((len(rows), width), pad_id, dtype=self.input_ids.dtype, device=device)
@@ -287,6 +311,11 @@ class Batch:
                 at += n
             positions[r, at:] = torch.arange(width - at, device=device)
         return Batch(ids, mask, positions)
+
+    def laid_out(self, pad_id: int, padding_free: bool, attn_implementation: str) -> Batch:
+        """The padded batch as a phase reads it: padded, or with `train.padding_free` packed — in one row
+        for a varlen attention kernel (VARLEN_ATTENTION), else in rows of the batch's width."""
+        return self.packed(pad_id, one_row=attn_implementation in VARLEN_ATTENTION) if padding_free else self
 
 
 def first_fit(lengths: list[int], width: int) -> list[list[int]]:

@@ -386,9 +386,9 @@ class PhaseTrainer:
 
     def layout(self, rows: Batch) -> Batch:
         """This rank's rows as the student and the teacher read them: padded, or with
-        `train.padding_free` laid end to end (Batch.packed); loss positions, labels and token counts
-        are the same either way."""
-        return rows.packed(self.pad_id) if self.execution.padding_free else rows
+        `train.padding_free` laid end to end (Batch.packed; in one row for a varlen attention kernel);
+        loss positions, labels and token counts are the same either way."""
+        return rows.laid_out(self.pad_id, self.execution.padding_free, self.spec.student["attn_implementation"])
 
     def next_batch(self) -> Batch:
         return self.batches.next_batch()
