@@ -264,6 +264,53 @@ def test_exactly_the_newest_keep_states_remain(tmp_path):
     assert store.latest_step() == 5
 
 
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP in one process, no group
+@pytest.mark.parametrize("cut", ["manifest", "shard"])
+def test_a_newest_state_cut_short_on_disk_falls_back_to_the_one_before(tmp_path, cut):
+    """A node that fails before its page cache reaches the disk can leave the newest state's files renamed
+    but empty (they are not fsynced): its manifest unreadable, or a shard shorter than its checksum says.
+    The state before it loads, weights and progress."""
+    import torch
+
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.resume import ResumeStore
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    store = ResumeStore(tmp_path, {"phase": "p"}, Ranks(0, 1, torch.device("cpu")))
+    store.save(4, model, optimizer, {"update": 4})
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    store.save(8, model, optimizer, {"update": 8})
+    damaged = tmp_path / "state-8.json" if cut == "manifest" else next((tmp_path / "state-8").glob("*.distcp"))
+    damaged.write_bytes(b"")
+    assert store.load_latest(model, optimizer) == {"update": 4}
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP in one process, no group
+def test_a_phase_keeps_its_own_states_beside_newer_ones_of_another_spec(tmp_path):
+    """States 8 and 10 of another spec (the phase's snapshots changed) are skipped; the phase starts over and
+    its own state 4 stays (the newest `keep` are counted among its own), so a kill before update 8 resumes
+    from 4, not from the beginning."""
+    import torch
+
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.resume import ResumeStore
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ranks = Ranks(0, 1, torch.device("cpu"))
+    other = ResumeStore(tmp_path, {"phase": "p", "snapshots": 3}, ranks)
+    for step in (8, 10):
+        other.save(step, model, optimizer, {"update": step})
+    store = ResumeStore(tmp_path, {"phase": "p", "snapshots": 0}, ranks)
+    assert store.latest_step() is None
+    store.save(4, model, optimizer, {"update": 4})
+    assert store.latest_step() == 4
+
 # The runs the preempted workflow builds: a phase of every kind — growth, frozen earlier blocks, the
 # iterator reset, fresh data with an LR restart — and a diagnosed run (the CI config's post-grow).
 PREEMPTED_RUNS = ["post-grow", "post-freeze", "post-grow-reset", "post-joint-longer"]

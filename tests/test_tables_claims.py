@@ -111,6 +111,14 @@ def test_the_interval_of_31_seeds_uses_the_t_quantile_not_the_normal():
     assert mean == 1.0 and high - mean == pytest.approx(2.0395 / 31 ** 0.5, abs=1e-4) and mean - low == high - mean
 
 
+def test_two_seeds_have_an_interval_one_seed_has_none():
+    """Two values 1 and 3: mean 2, sample std √2, half width t_{0.975, 1}·√2/√2 = 12.706; one value (a
+    missing seed dropped): low = high = mean."""
+    mean, low, high = mean_ci(pd.Series([1.0, 3.0]))
+    assert mean == 2.0 and high - mean == pytest.approx(12.706, abs=5e-4) and mean - low == high - mean
+    assert mean_ci(pd.Series([1.5, None])) == (1.5, 1.5, 1.5)
+
+
 def test_sign_and_equivalence_verdicts():
     assert sign_verdict(pd.Series([-0.1, -0.12, -0.11])) == AGREES
     assert sign_verdict(pd.Series([0.1, 0.12, 0.11])) == DISAGREES

@@ -11,7 +11,9 @@ Every `state_every` updates the trainer saves everything needed to continue bit-
   hash of the phase spec.
 
 A state whose manifest is missing, whose files are missing, truncated or altered, or that belongs to
-another spec, is skipped and the previous one is used. The newest `keep` states are kept.
+another spec, is skipped and the previous one is used. The newest `keep` states of the spec are kept,
+counted among its own: another spec's (the phase's snapshots changed), newer or not, never push out a state
+just saved, and go when the phase finishes.
 """
 
 from __future__ import annotations
@@ -81,6 +83,13 @@ class ResumeStore:
     def _manifests(self) -> list[Path]:
         return sorted(self.directory.glob("state-*.json"), key=lambda p: int(p.stem.split("-")[1]), reverse=True)
 
+    def _own(self, manifest: Path) -> bool:
+        """Whether `manifest` is of a state of this spec (an unreadable one is not)."""
+        try:
+            return json.loads(manifest.read_text())["spec"] == self.spec_hash
+        except (OSError, ValueError, KeyError):
+            return False
+
     def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, progress: dict) -> None:
         """Save the state at update `step`: weights and optimizer (DCP), and `progress` (JSON data)
         with the RNG states."""
@@ -95,7 +104,7 @@ class ResumeStore:
             (target / "progress.json").write_text(json.dumps({"rng": rng_state(), "progress": progress}))
             manifest = {"step": step, "files": file_hashes(target), "spec": self.spec_hash}
             atomic_write(target.with_suffix(".json"), lambda tmp: tmp.write_text(json.dumps(manifest)))
-            for old in self._manifests()[self.keep:]:
+            for old in [m for m in self._manifests() if self._own(m)][self.keep:]:
                 old.unlink()
                 shutil.rmtree(old.with_suffix(""), ignore_errors=True)
         self.ranks.barrier()
