@@ -123,8 +123,24 @@ def test_a_study_under_the_slurm_profile_trains_its_scales_through_it(tmp_path):
     proc = subprocess.run([*study, "--executor", "slurm", "--jobs", "1"], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode != 0
-    assert "without a profile: its scales would train on this host" in proc.stdout + proc.stderr
+    assert "without a profile: its nested workflows" in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.phases.csv"))
+
+
+@pytest.mark.parametrize(("workflow", "executor"), [
+    ("study.smk", ["--executor", "slurm"]), ("study.smk", ["-e", "slurm"]), ("comparison.smk", ["--executor=slurm"])])
+def test_a_dry_run_under_a_cluster_executor_without_a_profile_is_refused_as_the_run_is(workflow, executor, tmp_path):
+    """The refusal of a cluster executor without a profile (workflow/rules/nested.smk) is made when the
+    workflow is parsed, so a dry run (-n) shows it as the run would, in the study and the comparison
+    alike; the same dry run under the slurm profile is accepted."""
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    command = [snakemake, "-s", str(REPO / "workflow" / workflow), "--directory", str(tmp_path), "-n", "--jobs", "10"]
+    proc = subprocess.run([*command, *executor], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "runs under the slurm executor without a profile" in proc.stdout + proc.stderr
+    proc = subprocess.run([*command, *executor, "--profile", "slurm"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_a_study_started_with_its_profile_in_the_environment_hands_it_to_its_scales(tmp_path):

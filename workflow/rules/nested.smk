@@ -3,7 +3,9 @@
 import os
 import sys
 
+from snakemake.cli import get_argument_parser
 from snakemake.exceptions import WorkflowError
+from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
 
 
 def outer_profile():
@@ -16,15 +18,34 @@ def outer_profile():
     return os.environ.get("SNAKEMAKE_PROFILE")
 
 
+def outer_executor():
+    """The executor plugin this workflow was started with (`--executor E`, `-e E`), or None: read from the
+    command line as Snakemake reads it, since under a dry run (-n) or --touch the executor Snakemake hands
+    the workflow (workflow.executor_plugin) is its own local stand-in, not the one the run would use."""
+    args, _ = get_argument_parser().parse_known_args(sys.argv[1:])
+    return None if args.executor is None else ExecutorPluginRegistry().get_plugin(args.executor)
+
+
+def refuse_cluster_without_profile():
+    """A cluster executor without a profile is refused when the workflow is parsed, before anything runs
+    and under a dry run alike: the nested workflows receive only the profile (nested_options), so they
+    would train on this host. Jobs of this workflow (remote or subprocess mode) are not the outer call."""
+    if not workflow.is_main_process or outer_profile() is not None:
+        return
+    executor = outer_executor()
+    if executor is not None and not executor.common_settings.local_exec:
+        raise WorkflowError(f"this workflow runs under the {executor.cli_prefix} executor without a profile: its "
+                            "nested workflows (a study's scales, the comparison's runs) would train on this host. "
+                            "Start it with --profile (e.g. --profile slurm), which the nested workflows then use too")
+
+
 def nested_options():
     """How a nested workflow (a scale, a comparison run, a shared teacher) runs: under the outer profile, so
     that `snakemake -s workflow/study.smk --profile slurm` trains every scale through the SLURM
     executor (the nested workflow submits its jobs; this job only orchestrates it, on the submitting
     host). Other options of the outer call do not reach the nested workflows: put them in the profile."""
     profile = outer_profile()
-    executor = workflow.executor_plugin
-    if profile is None and executor is not None and not workflow.local_exec:
-        raise WorkflowError(f"the study runs under the {executor.cli_prefix} executor without a profile: its "
-                            "scales would train on this host. Start it with --profile (e.g. --profile slurm), "
-                            "which the nested workflows then use too")
     return f"--profile {profile}" if profile else ""
+
+
+refuse_cluster_without_profile()
