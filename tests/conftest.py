@@ -96,6 +96,20 @@ def pdflatex() -> str:
     return path
 
 
+@pytest.fixture
+def cffconvert_python() -> str:
+    """The Python interpreter of cffconvert, for the citation tests (cffconvert lives in its own
+    environment: it requires jsonschema < 4, normgrow >= 4.20): the one its `cffconvert` script names.
+    Skipped where cffconvert is not installed, a failure where NORMGROW_REQUIRE_CFFCONVERT is set (CI)."""
+    path = shutil.which("cffconvert")
+    if path is None:
+        if os.environ.get("NORMGROW_REQUIRE_CFFCONVERT"):
+            pytest.fail("cffconvert is required (python3 -m venv .venv-cffconvert && "
+                        ".venv-cffconvert/bin/pip install cffconvert==2.0.0, then put its bin/ on PATH)")
+        pytest.skip("cffconvert is not installed")
+    return Path(path).read_text().splitlines()[0].removeprefix("#!").strip()
+
+
 TABLE_PACKAGES = ("booktabs", "graphicx")  # those a `.tex` table names in its first line (Table.latex)
 OVERFULL_TOLERANCE_PT = 1.0  # an Overfull \hbox wider than this is a table that runs past the text width
 OVERFULL = re.compile(r"^Overfull \\hbox \((\d+(?:\.\d+)?)pt too wide\)", re.M)
