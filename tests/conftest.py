@@ -7,6 +7,7 @@ import normgrow.train.threads  # noqa: F401  (first: libgomp reads its spin when
 # isort: split
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,40 +82,82 @@ def chromium() -> str:
 
 @pytest.fixture
 def pdflatex() -> str:
-    """pdflatex with booktabs for the LaTeX table tests: skipped where either is not installed, a
-    failure where NORMGROW_REQUIRE_PDFLATEX is set (CI)."""
+    """pdflatex with booktabs and graphicx for the LaTeX table tests: skipped where one is not
+    installed, a failure where NORMGROW_REQUIRE_PDFLATEX is set (CI)."""
     path = shutil.which("pdflatex")
     kpsewhich = shutil.which("kpsewhich")
-    booktabs = kpsewhich and subprocess.run([kpsewhich, "booktabs.sty"], capture_output=True, text=True).stdout.strip()
-    if path is None or not booktabs:
+    packages = kpsewhich and subprocess.run([kpsewhich, "booktabs.sty", "graphicx.sty"], capture_output=True,
+                                            text=True).stdout.split()
+    if path is None or not packages or len(packages) < 2:
         if os.environ.get("NORMGROW_REQUIRE_PDFLATEX"):
-            pytest.fail("pdflatex and booktabs are required "
+            pytest.fail("pdflatex, booktabs and graphicx are required "
                         "(apt-get install texlive-latex-base texlive-latex-recommended)")
-        pytest.skip("pdflatex or booktabs is not installed")
+        pytest.skip("pdflatex, booktabs or graphicx is not installed")
     return path
 
 
-def latex_errors(pdflatex: str, tables: list[Path], workdir: Path) -> dict[str, str]:
-    """Compile the `.tex` tables with pdflatex and booktabs, all in one document first and, if that
-    fails, each in its own: the pdflatex error of every table that does not compile, by file name
-    (an empty dict when all compile). A missing glyph counts as an error."""
+@pytest.fixture
+def cffconvert_python() -> str:
+    """The Python interpreter of cffconvert, for the citation tests (cffconvert lives in its own
+    environment: it requires jsonschema < 4, normgrow >= 4.20): the one its `cffconvert` script names.
+    Skipped where cffconvert is not installed, a failure where NORMGROW_REQUIRE_CFFCONVERT is set (CI)."""
+    path = shutil.which("cffconvert")
+    if path is None:
+        if os.environ.get("NORMGROW_REQUIRE_CFFCONVERT"):
+            pytest.fail("cffconvert is required (python3 -m venv .venv-cffconvert && "
+                        ".venv-cffconvert/bin/pip install cffconvert==2.0.0, then put its bin/ on PATH)")
+        pytest.skip("cffconvert is not installed")
+    return Path(path).read_text().splitlines()[0].removeprefix("#!").strip()
 
-    def compile_document(name: str, inputs: list[Path]) -> str | None:
-        body = "\n".join(f"\\input{{{path.stem}}}\\clearpage" for path in inputs)
-        (workdir / f"{name}.tex").write_text("\\documentclass{article}\n\\usepackage{booktabs}\n"
-                                             "\\tracinglostchars=3\n"  # a glyph missing from the font: an error
-                                             f"\\begin{{document}}\n{body}\n\\end{{document}}\n")
-        result = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape",
-                                 f"{name}.tex"], cwd=workdir, capture_output=True, text=True, timeout=120)
-        log = (workdir / f"{name}.log").read_text(errors="replace")
-        if result.returncode != 0 or "Missing character" in log:
-            errors = [line for line in log.splitlines() if line.startswith("!") or "Missing character" in line]
-            return "\n".join(errors) or result.stdout[-2000:]
-        return None
 
+TABLE_PACKAGES = ("booktabs", "graphicx")  # those a `.tex` table names in its first line (Table.latex)
+OVERFULL_TOLERANCE_PT = 1.0  # an Overfull \hbox wider than this is a table that runs past the text width
+OVERFULL = re.compile(r"^Overfull \\hbox \((\d+(?:\.\d+)?)pt too wide\)", re.M)
+
+
+def compile_tables(pdflatex: str, tables: list[Path], workdir: Path, name: str,
+                   preamble: str = "") -> tuple[bool, str]:
+    """Compile the `.tex` tables (copied into `workdir`) in one one-column `article` with the packages
+    they name (and `preamble`), each after a line `table: NAME` in the log and on its own page: whether
+    pdflatex finished, and its log. A glyph missing from the font is an error."""
     workdir.mkdir(parents=True, exist_ok=True)
     for path in tables:
         shutil.copyfile(path, workdir / path.name)
+    body = "\n".join(f"\\typeout{{table: {path.stem}}}\\input{{{path.stem}}}\\clearpage" for path in tables)
+    packages = "".join(f"\\usepackage{{{package}}}\n" for package in TABLE_PACKAGES)
+    (workdir / f"{name}.tex").write_text(f"\\documentclass{{article}}\n{packages}{preamble}"
+                                         "\\tracinglostchars=3\n"  # a glyph missing from the font: an error
+                                         f"\\begin{{document}}\n{body}\n\\end{{document}}\n")
+    result = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape",
+                             f"{name}.tex"], cwd=workdir, capture_output=True, text=True, timeout=120)
+    return result.returncode == 0, (workdir / f"{name}.log").read_text(errors="replace")
+
+
+def overfull_by_table(log: str) -> dict[str, list[float]]:
+    """The Overfull \\hbox warnings of a `compile_tables` log beyond OVERFULL_TOLERANCE_PT, in pt, by
+    table (every table named, an empty list for one that fits)."""
+    overfull = {}
+    for part in log.split("\ntable: ")[1:]:
+        name, _, rest = part.partition("\n")
+        overfull[name] = [w for w in map(float, OVERFULL.findall(rest)) if w > OVERFULL_TOLERANCE_PT]
+    return overfull
+
+
+def latex_errors(pdflatex: str, tables: list[Path], workdir: Path) -> dict[str, str]:
+    """Compile the `.tex` tables with pdflatex and the packages they name, all in one one-column
+    `article` first and, if that fails, each in its own: the pdflatex error of every table that does
+    not compile, by file name (an empty dict when all compile). A missing glyph counts as an error, and
+    so does an Overfull \\hbox beyond OVERFULL_TOLERANCE_PT: a table wider than the text."""
+
+    def compile_document(name: str, inputs: list[Path]) -> str | None:
+        finished, log = compile_tables(pdflatex, inputs, workdir, name)
+        errors = [line for line in log.splitlines() if line.startswith("!") or "Missing character" in line]
+        if not finished:
+            return "\n".join(errors) or "pdflatex failed"
+        errors += [f"Overfull \\hbox ({width}pt too wide) in table {table}"
+                   for table, widths in overfull_by_table(log).items() for width in widths]
+        return "\n".join(errors) or None
+
     if compile_document("all_tables", tables) is None:
         return {}
     errors = {path.name: compile_document(f"only_{path.stem}", [path]) for path in tables}

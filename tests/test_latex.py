@@ -1,15 +1,16 @@
 """The `.tex` tables as pdflatex reads them: every character mapped or refused by name, signed
-numbers in math mode, and every table the builders make compiling with pdflatex and booktabs."""
+numbers in math mode, subscripts as math, and every table the builders make compiling with pdflatex,
+booktabs and graphicx and fitting the text width of a one-column article."""
 
 import re
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, latex_errors
+from conftest import REPO, TABLE_PACKAGES, compile_tables, latex_errors, overfull_by_table
 from test_tables_claims import fixture, phase_rows, removal_rows, rms_rows, with_controls
 
-from normgrow.paper.latex import MATH, TEXT, UnmappedCharacter, latex
+from normgrow.paper.latex import LINE_WIDTH, MATH, TEXT, UnmappedCharacter, latex
 from normgrow.paper.results import Results
 from normgrow.paper.tables import BUILDERS, Table, build_tables
 from normgrow.spec.config import validate_config
@@ -19,8 +20,13 @@ from normgrow.spec.config import validate_config
     ("Σ", "$\\Sigma$"), ("β", "$\\beta$"), ("ε", "$\\varepsilon$"), ("≈", "$\\approx$"), ("Δ", "$\\Delta$"),
     ("×", "$\\times$"), ("→", "$\\rightarrow$"), ("−", "$-$"), ("·", "$\\cdot$"), ("±", "$\\pm$"),
     ("≤", "$\\le$"), ("§", "\\S{}"), ("–", "--"), ("…", "\\ldots{}"), ("é", "\\'{e}"), ("ï", '\\"{\\i}'),
-    ("Δ_grow", "$\\Delta$\\_grow"), ("AUC 2% (mean)", "AUC 2\\% (mean)"), ("a & b # c", "a \\& b \\# c"),
-    ("$x^2$ {y} ~z \\", "\\$x\\textasciicircum{}2\\$ \\{y\\} \\textasciitilde{}z \\textbackslash{}"),
+    ("AUC 2% (mean)", "AUC 2\\% (mean)"), ("a & b # c", "a \\& b \\# c"),
+    ("$x^2$ {y} ~z \\", "\\$x\\textasciicircum{}2\\$ \\{y\\} $\\sim$z \\textbackslash{}"),  # a tilde not raised
+    # a subscript after a lone letter is one, upright when a word; an underscore inside a name stays
+    ("Δ_grow − Δ_joint", "$\\Delta_{\\mathrm{grow}}$ $-$ $\\Delta_{\\mathrm{joint}}$"),
+    ("−Σ q_teacher·log q_student", "$-$$\\Sigma$ $q_{\\mathrm{teacher}}$$\\cdot$log $q_{\\mathrm{student}}$"),
+    ("Δ_c(P), x_0", "$\\Delta_{c}$(P), $x_{0}$"), ("train.padding_free", "train.padding\\_free"),
+    ("auc_1k run_steps", "auc\\_1k run\\_steps"),
     ("x<y>z|w", "x$<$y$>$z$|$w"),
     ("a note\non two lines\tand a tab", "a note\non two lines\tand a tab"),  # whitespace LaTeX reads as a space
 ])
@@ -32,7 +38,7 @@ def test_characters_map_to_latex(text, tex):
     ("-0.0328", "$-0.0328$"), ("+0.0500", "$+0.0500$"), ("−0.2", "$-0.2$"), ("0.0328", "0.0328"),
     ("-0.1000 [-0.1000, +0.0010]", "$-0.1000$ [$-0.1000$, $+0.0010$]"), ("-1,234,567", "$-1{,}234{,}567$"),
     ("1e-08", "$10^{-8}$"), ("2.5e-04", "$2.5\\times10^{-4}$"), ("(0.9, 0.95)", "(0.9, 0.95)"),
-    ("Δ_0 ≥ −0.01.", "$\\Delta$\\_0 $\\ge$ $-0.01$."),
+    ("Δ_0 ≥ −0.01.", "$\\Delta_{0}$ $\\ge$ $-0.01$."),
     # hyphens inside names stay hyphens: run names, model names, token counts
     ("post-joint-long", "post-joint-long"), ("Qwen3-8B", "Qwen3-8B"), ("grow-3x50k", "grow-3x50k"),
     ("3.11B", "3.11B"), ("3→6→9", "3$\\rightarrow$6$\\rightarrow$9"),
@@ -88,8 +94,9 @@ def every_table_results() -> Results:
 
 
 def test_every_table_compiles_with_pdflatex(pdflatex, tmp_path):
-    """Every table the builders make (all of them, from synthetic results) compiles with pdflatex and
-    booktabs, and no cell keeps a text hyphen before a number."""
+    """Every table the builders make (all of them, from synthetic results) compiles with pdflatex,
+    booktabs and graphicx, no wider than the text (latex_errors), and no cell keeps a text hyphen
+    before a number."""
     tables, not_built = build_tables(every_table_results())
     assert not not_built and [t.name for t in tables] == [build.__name__ for build in BUILDERS]
     paths = [path for t in tables for path in t.write(tmp_path / "tables") if path.suffix == ".tex"]
@@ -100,12 +107,52 @@ def test_every_table_compiles_with_pdflatex(pdflatex, tmp_path):
     assert len(paths) == len(BUILDERS) == 13
 
 
+# the least a tabular is shrunk to (graphicx's \resizebox) before it is hard to read: what the column
+# groups and the paper rows are there to spare it
+MIN_SCALE = 0.85
+
+
+def test_every_table_fits_the_text_width_of_a_one_column_article(pdflatex, tmp_path):
+    """Each of the 13 tables (from synthetic results) set alone in a one-column article with the
+    packages its first line names: no Overfull \\hbox beyond the tolerance. Set at their natural
+    width (\\resizebox a no-op), none runs past the line by more than a shrink to MIN_SCALE takes
+    back: wide tables are split into column groups with the paper's values on rows of their own, not
+    squeezed to fit."""
+    tables, _ = build_tables(every_table_results())
+    paths = [t.write(tmp_path / "tables")[2] for t in tables]
+    for path in paths:
+        first = path.read_text().splitlines()[0]
+        assert first.startswith("% ") and all(f"\\usepackage{{{p}}}" in first for p in TABLE_PACKAGES), path
+    finished, log = compile_tables(pdflatex, paths, tmp_path / "fit", "fit")
+    assert finished and overfull_by_table(log) == {t.name: [] for t in tables} and len(tables) == 13
+    finished, log = compile_tables(pdflatex, paths, tmp_path / "natural", "natural",
+                                   preamble="\\renewcommand{\\resizebox}[3]{#3}\n")
+    natural = {name: max(widths, default=0.0) for name, widths in overfull_by_table(log).items()}
+    assert finished and len(natural) == 13
+    assert max(natural.values()) <= LINE_WIDTH * (1 / MIN_SCALE - 1), natural
+
+
+def test_captions_subscripts_and_tildes_print_as_a_paper_sets_them():
+    """LaTeX numbers a table, so its caption is the title alone (not 'Table 1: Table 1: ...' once
+    printed); Δ_grow and q_teacher are subscripts, not an underscore; ~19k has no raised tilde."""
+    tables = {t.name: t.latex() for t in build_tables(every_table_results())[0]}
+    for name, tex in tables.items():
+        caption = re.search(r"\\caption\{(.*)\}", tex)[1]
+        assert not re.match(r"Table [A-Z]?\d", caption) and caption[0].isupper(), (name, caption)
+        assert "\\_" not in tex and "textasciitilde" not in tex, name
+    assert "Interaction ($\\Delta_{\\mathrm{grow}}$ $-$ $\\Delta_{\\mathrm{joint}}$)" in tables["table1"]
+    assert "$q_{\\mathrm{teacher}}$" in tables["table2"] and "$\\sim$19k" in tables["tableA4"]
+
+
 def test_latex_errors_names_the_table_that_does_not_compile(pdflatex, tmp_path):
-    """The compile check itself: a raw Unicode character stops pdflatex, and the table is named."""
+    """The compile check itself: a raw Unicode character stops pdflatex, and a tabular wider than the
+    text is an Overfull \\hbox beyond the tolerance; each table is named."""
     table = Table("table1", "fine")
     table.add("row", "column", text="-0.5 ≈ Σ")
-    good, bad = tmp_path / "good.tex", tmp_path / "bad.tex"
+    good, bad, wide = tmp_path / "good.tex", tmp_path / "bad.tex", tmp_path / "wide.tex"
     good.write_text(table.latex())
-    bad.write_text(table.latex().replace("fine", "raw \u2248"))
-    errors = latex_errors(pdflatex, [good, bad], tmp_path / "latex")
-    assert list(errors) == ["bad.tex"] and "Unicode character" in errors["bad.tex"]
+    bad.write_text(table.latex().replace("Fine", "raw \u2248"))
+    wide.write_text("\\begin{tabular}{l}" + "wide " * 80 + "\\end{tabular}\n")
+    errors = latex_errors(pdflatex, [good, bad, wide], tmp_path / "latex")
+    assert list(errors) == ["bad.tex", "wide.tex"] and "Unicode character" in errors["bad.tex"]
+    assert re.fullmatch(r"Overfull \\hbox \(\d+\.\d+pt too wide\) in table wide", errors["wide.tex"])

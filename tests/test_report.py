@@ -66,8 +66,9 @@ def test_report_renders_in_chromium(ci_workdir, tmp_path, chromium):
 
 @pytest.mark.slow
 def test_every_tex_table_of_the_run_compiles(ci_workdir, tmp_path, pdflatex):
-    """Every `.tex` table the CI run wrote compiles with pdflatex and booktabs (tests/test_latex.py
-    compiles every table builder's output on synthetic results in the fast tier)."""
+    """Every `.tex` table the CI run wrote compiles with pdflatex, booktabs and graphicx and fits the text
+    width of a one-column article (tests/test_latex.py compiles every table builder's output on
+    synthetic results in the fast tier)."""
     tables = sorted((ci_workdir / "results" / "paper" / "tables").glob("*.tex"))
     assert {p.stem for p in tables} >= set(TABLES)
     assert latex_errors(pdflatex, tables, tmp_path) == {}

@@ -68,9 +68,9 @@ def test_table1_pairs_differences_by_seed():
     md = t.markdown()
     assert "3.0000 ± 0.0500" in md and "-0.1000 [-0.1000, -0.1000]" in md.replace("+", "")
     assert "\\toprule" in t.latex() and "$\\Delta$" in t.latex()
-    # its label from normgrow.paper.items, then its title, in every format
+    # its label from normgrow.paper.items, then its title; in LaTeX, which numbers it, the title alone
     assert md.startswith("### Table 1: placement × curriculum interaction (validation CE ↓)\n")
-    assert "\\caption{Table 1: placement" in t.latex()
+    assert "\\caption{Placement $\\times$ curriculum interaction (validation CE $\\downarrow$)}" in t.latex()
 
 
 def test_budget_table_from_logged_counts():

@@ -15,7 +15,7 @@ import pandas as pd
 
 from normgrow.paper.document import Block, Grid, Heading, Paragraph, to_markdown
 from normgrow.paper.items import ITEMS
-from normgrow.paper.latex import latex
+from normgrow.paper.latex import cell, column_groups, fit_to_width, header_lines, latex, value_lines, width
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.results import NotBuilt, Results
 from normgrow.paper.roles import Role, has_role
@@ -102,23 +102,55 @@ class Table:
         return to_markdown(self.blocks())
 
     def latex(self) -> str:
-        """A booktabs table for pdflatex: every character mapped to LaTeX (normgrow.paper.latex),
-        signed numbers in math mode; a character with no mapping is refused by name."""
+        """A booktabs table for pdflatex that fits the text width of a one-column article (it needs
+        booktabs and graphicx, as its first line says): every character mapped to LaTeX
+        (normgrow.paper.latex), a character with no mapping refused by name. LaTeX numbers the caption,
+        so it is the title alone. With one measured column the paper's value stands beside it;
+        otherwise it has a row of its own under ours. Column names and long texts wrap, a spread goes
+        under its mean, and the columns are set in groups that fit the line, one tabular each, every
+        tabular shrunk to the line width where it is still wider (normgrow.paper.latex)."""
         wide = self.display()
-
-        def tex(text) -> str:
-            return latex(text, where=f"table {self.name}")
-
-        lines = ["\\begin{table}[t]", "\\centering", f"\\caption{{{tex(self.heading)}}}",
-                 f"\\label{{tab:{self.name}}}", "\\begin{tabular}{l" + "r" * len(wide.columns) + "}",
-                 "\\toprule", " & ".join([""] + [tex(c) for c in wide.columns]) + " \\\\", "\\midrule"]
-        for row, values in wide.iterrows():
-            lines.append(" & ".join([tex(row)] + [tex(v) for v in values]) + " \\\\")
-        lines += ["\\bottomrule", "\\end{tabular}"]
+        measured = [c for c in wide.columns if not c.endswith(PAPER)]
+        paper_rows = len(measured) > 1
+        columns = measured if paper_rows else list(wide.columns)
+        widths = {c: self.column_width(wide, c, paper_rows) for c in columns}
+        labels = [*wide.index, "   paper"] if paper_rows else list(wide.index)  # PAPER_ROW, its \quad as spaces
+        groups = column_groups(widths, width([(label, False) for label in labels])) if paper_rows else [columns]
+        tabulars = [self.tabular(wide, group, paper_rows) for group in groups]
+        label, caption = ITEMS[self.name].label, self.title[:1].upper() + self.title[1:]
+        lines = [f"% {label} (normgrow): needs \\usepackage{{booktabs}} and \\usepackage{{graphicx}}",
+                 "\\begin{table}[t]", "\\centering", f"\\caption{{{self.tex(caption)}}}",
+                 f"\\label{{tab:{self.name}}}", "\n\\par\\medskip\n".join(tabulars)]
         if self.note:
-            lines += ["\\par\\smallskip\\footnotesize " + tex(self.note)]
+            lines += ["\\par\\smallskip\\footnotesize " + self.tex(self.note)]
         lines += ["\\end{table}", ""]
         return "\n".join(lines)
+
+    def tex(self, text) -> str:
+        return latex(text, where=f"table {self.name}")
+
+    @staticmethod
+    def column_width(wide: pd.DataFrame, column: str, paper_rows: bool) -> float:
+        """The estimated width of a column: its name, its values and (`paper_rows`) the paper's under them."""
+        values = [*wide[column], *(wide[column + PAPER] if paper_rows and column + PAPER in wide else [])]
+        return max(width(header_lines(column)), *(width(value_lines(v)) for v in values))
+
+    def tabular(self, wide: pd.DataFrame, columns: list[str], paper_rows: bool) -> str:
+        """The rows of `wide` in `columns`, each value over its spread; under a row with paper values
+        in these columns (`paper_rows`), a row of the paper's. Rows empty in these columns are left out."""
+        where = f"table {self.name}"
+        head = [cell(header_lines(c), where, "b") for c in columns]
+        lines = [f"\\begin{{tabular}}{{l{'r' * len(columns)}}}", "\\toprule", " & ".join(["", *head]) + " \\\\",
+                 "\\midrule"]
+        for row, values in wide.iterrows():
+            ours = [values[c] for c in columns]
+            paper = [values.get(c + PAPER, "") for c in columns] if paper_rows else []
+            if any(ours):
+                lines.append(" & ".join([self.tex(row), *(cell(value_lines(v), where) for v in ours)]) + " \\\\")
+            if any(paper):
+                lines.append(" & ".join([PAPER_ROW, *map(self.tex, paper)]) + " \\\\")
+        lines += ["\\bottomrule", "\\end{tabular}"]
+        return fit_to_width("\n".join(lines))
 
     def write(self, directory: Path) -> list[Path]:
         directory.mkdir(parents=True, exist_ok=True)
@@ -127,6 +159,10 @@ class Table:
         paths[1].write_text(self.markdown())
         paths[2].write_text(self.latex())
         return paths
+
+
+PAPER = " (paper)"  # the suffix of the paper's columns in Table.display
+PAPER_ROW = "\\quad\\textit{paper}"  # the label of the paper's row under ours in a LaTeX table
 
 
 def is_difference(row: str) -> bool:
