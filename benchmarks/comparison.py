@@ -23,14 +23,18 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 KEPT = REPO / "docs" / "results" / "comparison"
 FILES = ("tuning.csv", "per_seed.csv", "selection.json")
+LEAD = "`python benchmarks/comparison.py --part tables`, from docs/results/comparison:"
 
 
 def keep(run: Path, kept: Path = KEPT) -> None:
     """Copy a finished comparison's small files (and each teacher's validation CE) into `kept`."""
     kept.mkdir(parents=True, exist_ok=True)
     for name in FILES:
-        shutil.copyfile(run / name, kept / name)
+        if (run / name).exists():  # per_seed.csv: once the confirmation has finished
+            shutil.copyfile(run / name, kept / name)
     checks = sorted((run / "confirm").glob("*/lr*.check.json"))
+    if not checks:
+        return
     teachers = {}
     for check in checks:
         teachers.setdefault(check.parent.name, json.loads(check.read_text())["validation_ce"])
@@ -52,6 +56,14 @@ def render(part: str, kept: Path = KEPT) -> str:
 
     config = yaml.safe_load((REPO / "configs" / "comparison.yaml").read_text())["comparison"]
     selection = Selection.read(kept / "selection.json")
+    tuning = tuning_markdown(pd.read_csv(kept / "tuning.csv"), selection)
+    if not (kept / "per_seed.csv").exists():  # the tuning has finished, the confirmation not yet
+        if part == "summary":
+            own = ", ".join(f"{cell} {lr:g}" for cell, lr in selection.own.items())
+            return (f"The tuning has finished (each cell's own LR: {own}; the shared LR {selection.shared:g}); the "
+                    "confirmation on fresh seeds has not, so no effect is reported yet.")
+        return "\n".join([LEAD, "", "#### Tuning (tuning seeds, teacher A)", "", tuning,
+                          "#### Confirmation (fresh seeds)", "", "Not finished: no effect is reported yet."])
     confirm = pd.read_csv(kept / "per_seed.csv")
     table = confirmatory(confirm, selection, list(config["teachers"]))
     if part == "summary":
@@ -59,7 +71,7 @@ def render(part: str, kept: Path = KEPT) -> str:
     leads = teacher_leads(confirm, pd.read_csv(kept / "teachers.csv"))
     lead_text = ", ".join(f"teacher {t} {lead:+.3f}" for t, lead in leads.items())
     return "\n".join([
-        "#### Tuning (tuning seeds, teacher A)", "", tuning_markdown(pd.read_csv(kept / "tuning.csv"), selection),
+        LEAD, "", "#### Tuning (tuning seeds, teacher A)", "", tuning,
         "#### Confirmation (fresh seeds)", "", comparison_markdown(table, selection, config["margin"]),
         f"Teacher lead over the best run of the 2 × 2 (the regime's condition, ≥ 0.3): {lead_text}."])
 
