@@ -158,7 +158,7 @@ def test_both_figures_are_written_and_shown_near_the_top(config, tmp_path):
 
     blocks = report_document({"far": False, "scale": dict.fromkeys(paper_reference()["scale"], "-"), "regime": [],
                               "preconditions": [], "massive": pd.DataFrame(columns=["model"]),
-                              "outside": [], "unmeasured": [], "claims": [], "margin": 0.01, "tables": [],
+                              "outside": [], "unmeasured": [], "claims": [], "margin": 0.01, "tables": [], "seeds": 3,
                               "not_built": {},
                               "schematics": pngs, "figures": [], "config": config,
                               "provenance": {"git commit": "abc", "packages": {}, "data": {}, "hub": {},
