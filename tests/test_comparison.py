@@ -143,3 +143,26 @@ def test_the_readme_and_miniature_blocks_are_what_the_kept_results_give():
         text = doc.read_text()
         _, start, end = docs_block.find(text, f"python benchmarks/comparison.py --part {part}", str(doc))
         assert text[start:end].strip() == command.render(part).strip(), f"{doc.name}: rerun the block's command"
+
+
+def test_the_confirmation_alone_selects_from_the_kept_tuning_as_the_tuning_did(tmp_path):
+    """comparison.tuning names a kept tuning: the select rule makes the selection from its per-seed final CE
+    (no tuning run in the DAG), and from docs/results/comparison/tuning.csv it is the kept selection."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import REPO
+    kept = REPO / "docs" / "results" / "comparison"
+    command = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "workflow" / "comparison.smk"),
+               "--directory", str(tmp_path), "--cores", "1",
+               "--config", f'comparison={{"tuning": "{kept / "tuning.csv"}"}}']
+    dry = subprocess.run([*command, "-n"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "checkpoint select:" in dry.stdout and "tuning/lr" not in dry.stdout
+    run = subprocess.run([*command, "--", "results/comparison/selection.json"], cwd=REPO, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    selection = tmp_path / "results" / "comparison" / "selection.json"
+    assert json.loads(selection.read_text()) == json.loads((kept / "selection.json").read_text())

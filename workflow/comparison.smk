@@ -2,6 +2,8 @@
 # the 2 × 2 over one LR grid on tuning seeds under the first teacher, the selection (a checkpoint: what the
 # confirmation trains follows from it), then the confirmation on fresh seeds under every teacher.
 #   snakemake -s workflow/comparison.smk --cores 2
+# The confirmation alone, its selection made from the kept tuning (docs/results/comparison) by the same rule:
+#   snakemake -s workflow/comparison.smk --cores 2 --config 'comparison={"tuning": "docs/results/comparison/tuning.csv"}'
 # Each set of runs is the whole workflow (../Snakefile) on the embedded default in its own directory,
 # results/{name}/tuning/lr{LR}/ or results/{name}/confirm/{teacher}/lr{LR}/, nested like a study's scales.
 import copy
@@ -15,14 +17,18 @@ from normgrow.paper.comparison import CELLS, Selection  # noqa: E402
 from normgrow.paper.roles import run_roles  # noqa: E402
 from normgrow.spec.config import merge  # noqa: E402
 
-if "comparison" not in config:  # configs/comparison.yaml, unless --configfile names another
-    with open(os.path.join(workflow.basedir, "..", "configs", "comparison.yaml")) as f:
-        config.update(yaml.safe_load(f))
+# configs/comparison.yaml, under what --configfile or --config set (merged, as the workflow's config.yaml)
+with open(os.path.join(workflow.basedir, "..", "configs", "comparison.yaml")) as f:
+    config.update(merge(yaml.safe_load(f), dict(config)))
 
 C = config["comparison"]
 OUT = f"results/{C['name']}"
 TEACHERS = list(C["teachers"])
 LRS = {f"{lr:g}": float(lr) for lr in C["lrs"]}
+# A kept tuning (comparison.tuning: its per-seed final CE, e.g. docs/results/comparison/tuning.csv): the
+# selection is made from it by the same rule instead of training the tuning again, so that the
+# confirmation can be rerun alone (more seeds, a lost run, another machine).
+KEPT_TUNING = C.get("tuning")
 WORKFLOW = os.path.join(workflow.basedir, "..", "Snakefile")
 with open(os.path.join(workflow.basedir, "..", "config.yaml")) as f:
     ROLES = run_roles(yaml.safe_load(f))  # the runs' names are the embedded default's
@@ -97,7 +103,8 @@ rule comparison:
 
 checkpoint select:
     input:
-        phases=expand(f"{OUT}/tuning/lr{{lr}}.phases.csv", lr=LRS),
+        phases=[] if KEPT_TUNING else expand(f"{OUT}/tuning/lr{{lr}}.phases.csv", lr=LRS),
+        kept=KEPT_TUNING or [],
     output:
         selection=f"{OUT}/selection.json",
         table=f"{OUT}/tuning.md",

@@ -1,5 +1,5 @@
-"""The comparison's selection (normgrow.paper.comparison.select) from the tuning runs: each cell's own LR
-and the shared LR, with the tuning grid's table."""
+"""The comparison's selection (normgrow.paper.comparison.select) from the tuning runs, or from a kept tuning's
+per-seed final CE (comparison.tuning): each cell's own LR and the shared LR, with the tuning grid's table."""
 
 from pathlib import Path
 
@@ -9,9 +9,12 @@ from normgrow.paper.comparison import final_ce, select, tuning_markdown
 from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
-    tuning = pd.concat([final_ce(pd.read_csv(path), snakemake.params.roles, lr)
-                        for lr, path in zip(snakemake.params.lrs, snakemake.input.phases, strict=True)],
-                       ignore_index=True)
+    if snakemake.input.kept:  # comparison.tuning: a kept tuning's per-seed final CE
+        tuning = pd.read_csv(snakemake.input.kept)
+    else:
+        tuning = pd.concat([final_ce(pd.read_csv(path), snakemake.params.roles, lr)
+                            for lr, path in zip(snakemake.params.lrs, snakemake.input.phases, strict=True)],
+                           ignore_index=True)
     tuning.to_csv(snakemake.output.per_seed, index=False)
     selection = select(tuning)
     Path(snakemake.output.selection).write_text(selection.to_json())
