@@ -27,8 +27,8 @@ TEACHERS = list(C["teachers"])
 LRS = {f"{lr:g}": float(lr) for lr in C["lrs"]}
 # A kept tuning (comparison.tuning: its per-seed final CE, e.g. docs/results/comparison/tuning.csv): the
 # selection is made from it by the same rule instead of training the tuning again, so that the
-# confirmation can be rerun alone (more seeds, a lost run, another machine).
-KEPT_TUNING = C.get("tuning")
+# confirmation can be rerun alone (more seeds, a lost run, another machine). A relative path is the repository's.
+KEPT_TUNING = C.get("tuning") and os.path.normpath(os.path.join(workflow.basedir, "..", C["tuning"]))
 WORKFLOW = os.path.join(workflow.basedir, "..", "Snakefile")
 with open(os.path.join(workflow.basedir, "..", "config.yaml")) as f:
     ROLES = run_roles(yaml.safe_load(f))  # the runs' names are the embedded default's
