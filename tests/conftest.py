@@ -220,6 +220,13 @@ def phase_outputs(directory: Path) -> dict:
     return files
 
 
+def only_the_finished_record_remains(directory: Path) -> bool:
+    """Whether a finished phase in `directory` kept its finished record (normgrow.train.attempts) and nothing
+    else of its resume directory: no resume state, snapshot or error record."""
+    resume = directory / "resume"
+    return sorted(p.name for p in resume.iterdir()) == ["finished", "finished.json"]
+
+
 def split_in_memory(corpus, **settings) -> tuple[dict[str, list[str]], dict]:
     """`split_corpus` collecting each split's texts in a list: (splits, counts)."""
     splits = {"valid": [], "diag": [], "train": []}

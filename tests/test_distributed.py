@@ -14,7 +14,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import make_teacher, phase_arguments_for, tiny_run_config, write_phase_inputs
+from conftest import (
+    make_teacher,
+    only_the_finished_record_remains,
+    phase_arguments_for,
+    tiny_run_config,
+    write_phase_inputs,
+)
 from safetensors.torch import load_file
 
 from normgrow.cluster.launch import torchrun_command
@@ -86,7 +92,8 @@ def assert_matches(got: Path, want: Path) -> None:
         torch.testing.assert_close(weights[key], value, atol=WEIGHT_TOLERANCE, rtol=0, msg=key)
     snapshots = sorted(p.name for p in (got / "snapshots").iterdir())
     assert snapshots == sorted(p.name for p in (want / "snapshots").iterdir())
-    assert not (got / "resume").exists() and not (got / ".spec.json").exists() and not (got / ".tasks.json").exists()
+    assert only_the_finished_record_remains(got)
+    assert not (got / ".spec.json").exists() and not (got / ".tasks.json").exists()
 
 
 def test_rows_split_a_global_batch_and_complete_it_with_one_token_rows():

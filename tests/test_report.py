@@ -1,6 +1,7 @@
 """The report of an end-to-end CI run: every table in three formats, every figure in two, and a
 page that renders in headless Chromium with every image loaded."""
 
+import json
 import re
 import subprocess
 
@@ -153,3 +154,35 @@ def test_the_report_shows_each_hub_source_with_its_revision_or_unpinned(tmp_path
     config["data"]["source"] = {"loader": "datasets", "path": "json", "data_files": "corpus.jsonl"}
     assert hub_sources(config) == {}
     assert hub_sources({**config, "teacher": {"name": None}, "data": {"source": {"loader": "package"}}}) == {}
+
+
+@pytest.mark.parametrize(("steps", "teacher", "far"), [
+    (1_000, "Qwen/Qwen3-8B-Base", True),   # short phases, the paper's teacher
+    (50_000, None, True),                  # the paper's phase length, a teacher pretrained here
+    (1_000, None, True),
+    (50_000, "Qwen/Qwen3-8B-Base", False),  # configs/paper.yaml
+])
+def test_a_run_is_far_from_the_paper_when_its_phases_are_short_or_its_teacher_pretrained_here(steps, teacher, far):
+    """Either condition alone puts the scale warning on the report (report.is_far_from_paper)."""
+    from normgrow.paper.report import is_far_from_paper
+
+    assert is_far_from_paper({"train": {"phase_steps": steps}, "teacher": {"name": teacher}}) is far
+
+
+def test_the_rms_distributions_show_each_grow_run_at_its_latest_checkpoint(tmp_path):
+    """Fig. A1 (figures.rms_distributions) reads, of pre-grow and post-grow, the diagnostics of the latest
+    checkpoint over every diagnostics file (the first seed at a tie), pre-grow first; other roles not at all."""
+    from normgrow.paper.report import final_reports
+    from normgrow.paper.roles import Role
+
+    def report(run: str, seed: int, step: int) -> dict:
+        return {"run": run, "seed": seed, "global_step": step}
+
+    roles = {"a": Role("pre", "grow"), "b": Role("post", "grow"), "c": Role("pre", "joint")}
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.write_text(json.dumps({"checkpoints": [report("b", 2, 40), report("b", 1, 10), report("b", 1, 40),
+                                                 report("a", 1, 20)]}))
+    second.write_text(json.dumps({"checkpoints": [report("a", 1, 30), report("a", 1, 5), report("c", 1, 99)]}))
+    chosen = final_reports([first, second], roles)
+    assert list(chosen) == ["pre-grow", "post-grow"]
+    assert chosen["pre-grow"] == report("a", 1, 30) and chosen["post-grow"] == report("b", 1, 40)

@@ -11,7 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, phase_arguments_for, phase_outputs, tiny_run_config, write_phase_inputs
+from conftest import (
+    REPO,
+    only_the_finished_record_remains,
+    phase_arguments_for,
+    phase_outputs,
+    tiny_run_config,
+    write_phase_inputs,
+)
 
 STEPS, STATE_EVERY = 12, 3
 DECLARED = ("student.safetensors", "state.json", "train.csv", "eval.csv")
@@ -59,7 +66,7 @@ def assert_same_as_reference(setup: dict, name: str) -> None:
     assert got.keys() == want.keys()
     for key in want:
         assert got[key] == want[key], key
-    assert not (setup["root"] / name / "resume").exists()
+    assert only_the_finished_record_remains(setup["root"] / name)
 
 
 def test_uninterrupted_run_is_deterministic(setup):

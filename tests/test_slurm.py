@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -129,10 +130,10 @@ def test_a_phase_past_its_time_limit_resumes_to_the_uninterrupted_result(slurm_r
     uninterrupted run in slurm_run (same two ranks), byte for byte.
 
     The timing leaves the restart inside the allocation half a minute to spare whenever SLURM's
-    warning comes (up to 60 s early): a restart that ends within seconds of the limit is killed by it
-    after writing the outputs, the job counts as TIMEOUT, Snakemake deletes the outputs, and the
-    retry trains the phase from the start (docs/cluster.md, "Time limits"), which 2-minute limits
-    with a 30 s warning did here more than once."""
+    warning comes (up to 60 s early). A restart that ends within seconds of the limit is killed by it
+    after writing the outputs, the job counts as TIMEOUT and Snakemake deletes the outputs (which 2-minute
+    limits with a 30 s warning did here more than once): the retry then restores them from the phase's
+    finished record (docs/cluster.md, "Time limits"), with the same bytes."""
     workdir, proc = slurm_run
     assert proc.returncode == 0, proc.stdout[-5000:]
     index = json.loads((workdir / "results" / "runs" / "pre-joint" / "seed42" / "phases.json").read_text())
@@ -157,6 +158,69 @@ def test_a_phase_past_its_time_limit_resumes_to_the_uninterrupted_result(slurm_r
     stopped = [log for log in sbatch_logs if "returned non-zero exit status 143" in Path(log).read_text()]
     assert stopped, rerun.stdout[-5000:]
     log = (workdir / "logs" / "phases" / f"{key}.log").read_text()
-    assert "resumed from the state at update" in log, log[-3000:]  # the last attempt's log
+    # the last attempt's log: it resumed, or restored the outputs of a restart that finished the phase
+    # just before the kill at the limit (the job then counts as TIMEOUT: normgrow.train.attempts)
+    assert "resumed from the state at update" in log or "restored the outputs" in log, log[-3000:]
+    for name, content in uninterrupted.items():
+        assert (phase / name).read_bytes() == content, name
+
+
+def watch_log(path: Path, process: subprocess.Popen, seen: list[str]) -> None:
+    """Every line of `path` that says which attempt ran where and what it resumed, while `process` runs:
+    Snakemake rewrites a job's log at each attempt, so the lines of the earlier ones are read as they come."""
+    while process.poll() is None:
+        if path.is_file():
+            for line in path.read_text(errors="replace").splitlines():
+                if ("; attempt " in line or "resumed from the state" in line or "restored the outputs" in line) \
+                        and line not in seen:
+                    seen.append(line)
+        time.sleep(1)
+
+
+@pytest.mark.slow
+def test_a_phase_needing_three_jobs_is_resumed_by_each_new_job(slurm_run, tmp_path):
+    """The pre-joint phase slowed to 30 s per update (12 updates, 6 minutes) under a 2-minute limit without a
+    warning signal: SLURM's SIGTERM at each limit (checked every ~30 s: 120-150 s into the job) stops it after
+    4 or 5 updates with a state saved (exit 143, TIMEOUT), and the train rule's retries submit it again as a
+    new job — at least twice (2 jobs: 10 updates at most), at most three times (3 jobs: 12 at least; a
+    fourth is left to the retries) — each new job resuming from the state the one before saved, each at a
+    later update; it ends with the uninterrupted run's weights, train.csv and eval.csv (slurm_run's).
+
+    About 9 minutes: 2-3 jobs of 2.5-3 minutes (a limit, the update under way and a state save), a
+    short last one, and the plugin's status checks."""
+    workdir, proc = slurm_run
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    index = json.loads((workdir / "results" / "runs" / "pre-joint" / "seed42" / "phases.json").read_text())
+    key = index["phases"][0]["key"]
+    phase = workdir / "results" / "phases" / key
+    uninterrupted = {name: (phase / name).read_bytes() for name in ("student.safetensors", "train.csv", "eval.csv")}
+    (tmp_path / "limit.yaml").write_text("resources:\n  train: {runtime: 2, warning_seconds: 0}\n")
+    target = f"results/phases/{key}/state.json"
+    command = ["timeout", "-k", "30", "1200", SNAKEMAKE, "--profile", "slurm", "--directory", str(workdir),
+               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
+               "--configfile", *CONFIGS, str(tmp_path / "limit.yaml"), "--forcerun", target, "--", target]
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"} | {"NORMGROW_FAULT": f"slow@30000:{key}"}
+    output = tmp_path / "snakemake.out"
+    seen: list[str] = []
+    with open(output, "w") as out:
+        rerun = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        watch_log(workdir / "logs" / "phases" / f"{key}.log", rerun, seen)
+    stdout = output.read_text()
+    assert rerun.wait() == 0, stdout[-5000:]
+    jobs = re.findall(r"has been submitted with SLURM jobid (\d+) \(log: \S*/rule_train_phase/", stdout)
+    assert 3 <= len(jobs) <= 4, stdout[-5000:]
+    # each new job's attempt resumed at a later update than the job before it left off
+    resumed_by_job: dict[str, int] = {}
+    job = None
+    for line in seen:
+        if match := re.search(r"; attempt \d+ in SLURM job (\d+)", line):
+            job = match.group(1)
+        elif match := re.search(r"resumed from the state at update (\d+)", line):
+            resumed_by_job.setdefault(job, int(match.group(1)))
+    later_jobs = jobs[1:]
+    assert all(job in resumed_by_job for job in later_jobs[:2]), seen
+    updates = [resumed_by_job[job] for job in later_jobs if job in resumed_by_job]
+    assert updates == sorted(updates) and len(set(updates[:2])) == 2 and updates[0] >= 3, seen
+    assert not list((phase / "resume").glob("error-*.json"))
     for name, content in uninterrupted.items():
         assert (phase / name).read_bytes() == content, name

@@ -211,6 +211,7 @@ def test_paper_dag_through_the_slurm_profile_gives_every_phase_its_gpus(tmp_path
         assert resources["cpus_per_gpu"] == str(train["cpus_per_gpu"]), key
         assert resources["mem_mb"] == str(train["mem_mb"]) and resources["runtime"] == str(train["runtime"]), key
         assert resources["slurm_extra"] == "--signal=TERM@600", key  # saves a state 10 min before the limit
+        assert resources["attempt"] == "1", key  # what the job reads to know a retry (normgrow.train.attempts)
     for job in jobs:
         if job.rule in ("check_teacher", "diagnose"):
             assert job.resources["gpu"] == "1", job

@@ -10,7 +10,9 @@
 # configuration it did not write, and `stop` removes its own.
 # The node advertises 4 fake GPUs (gres files /dev/null, /dev/zero, /dev/full, /dev/urandom) so that
 # GPU jobs schedule on a machine without one, and 4 CPUs whatever it has (config_overrides), so
-# that 4 jobs run at once. No accounting database: query job status with squeue.
+# that 4 jobs run at once. No accounting database: query job status with squeue. KillWait (SIGTERM to
+# SIGKILL at a time limit) is 60 s, not 30: a phase slowed to 30 s per update finishes its update and
+# saves a state after SLURM's SIGTERM (tests/test_slurm.py).
 set -euo pipefail
 
 conf=/etc/slurm/slurm.conf
@@ -69,6 +71,7 @@ SelectTypeParameters=CR_Core_Memory
 SlurmdParameters=config_overrides
 DefMemPerCPU=1000
 MinJobAge=600
+KillWait=60
 ReturnToService=2
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none

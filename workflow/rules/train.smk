@@ -6,6 +6,14 @@
 # Phases that read one batch stream (normgrow.spec.curriculum.stream_key) train side by side in one job
 # when resources.train.group_size > 1: one teacher forward per batch for all of them (a rule
 # train_group_{id} per group, below). Their outputs are bit-identical either way.
+#
+# Retries (`retries: 3`, the only rule that retries): a retry resumes the phase only after a stop — SIGTERM
+# (a state saved, exit 143) or a kill that left no error record — from its newest state, and restores its
+# outputs from the finished record when the kill came after it finished (a TIMEOUT: Snakemake deleted
+# them). After a Python exception (an unsupported teacher, a NaN), recorded in the phase's resume
+# directory, a retry fails at once with that exception. The job reads its attempt from the resource
+# `attempt` (Snakemake passes attempt to resources, not to a script); attempt 1 (a fresh run, --forcerun)
+# drops both records and trains (normgrow.train.attempts, docs/cluster.md "Time limits").
 rule train_phase:
     input:
         previous=lambda wildcards: previous_files(wildcards.key),
@@ -23,13 +31,14 @@ rule train_phase:
         teacher=teacher_param,
         phase_dir=lambda wildcards: PHASE_DIR,  # a function: a string would be formatted with wildcards
     threads: config["threads"]
-    retries: 3  # a preempted or killed phase resumes from its newest state; no other rule retries
+    retries: 3  # after a stop (SIGTERM, a kill) only: see the comment above; no other rule retries
     log:
         "logs/phases/{key}.log",
     benchmark:
         "logs/benchmarks/phases/{key}.tsv"
     resources:
         **job_resources(config, "train"),
+        attempt=lambda wildcards, attempt: attempt,  # read by the job: what a retry does (comment above)
     conda:
         "../../envs/normgrow.yaml"
     script:
@@ -61,6 +70,7 @@ for group in GROUPS:
             f"logs/benchmarks/groups/{group.id}.tsv"
         resources:
             **job_resources(config, "train", students=len(group.keys)),
+            attempt=lambda wildcards, attempt: attempt,
         conda:
             "../../envs/normgrow.yaml"
         script:

@@ -1,7 +1,8 @@
 """Train one distinct phase, or a group of phases that read one batch stream on one teacher forward
 per batch (normgrow.cluster.launch.launch_phases: in this process or under torchrun); exit 143 after a
 SIGTERM-saved state. Execution settings come from the config, not from params, so that changing
-them reruns nothing."""
+them reruns nothing. The attempt (resources.attempt: 1, or a retry's > 1) decides what a retry does
+(normgrow.train.attempts: restore a finished phase, fail at once after an exception, or resume)."""
 
 import sys
 from pathlib import Path
@@ -25,5 +26,6 @@ with job_log(snakemake.log[0]) as log:
         tasks.append(PhaseTask(spec, execution, previous, Path(snakemake.params.phase_dir.format(key=key))))
     teacher = snakemake.params.teacher
     status = launch_phases(tasks, teacher["name"], Path(snakemake.input.tokens), log,
-                           teacher_revision=teacher["revision"], **launch_ranks(snakemake.config))
+                           teacher_revision=teacher["revision"], attempt=int(snakemake.resources.attempt),
+                           **launch_ranks(snakemake.config))
 sys.exit(status)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from normgrow.spec.curriculum import PhaseSpec
 from normgrow.spec.execution import TASKS_FILE, Execution
+from normgrow.train.attempts import begin_attempt
 from normgrow.train.trainer import PhaseTask, Preempted, train_phases
 
 RENDEZVOUS_PORT = 29500
@@ -55,12 +56,17 @@ def read_phase_arguments(path: Path) -> tuple[PhaseSpec, Execution]:
 
 
 def launch_phases(tasks: list[PhaseTask], teacher: str, tokens: Path, log, ranks_per_node: int = 1,
-                  nodes: int = 1, teacher_revision: str | None = None) -> int:
+                  nodes: int = 1, teacher_revision: str | None = None, attempt: int = 1) -> int:
     """Train one phase, or a group on one teacher forward per batch, with `ranks_per_node × nodes`
     ranks (`teacher` at `teacher_revision`, a hub teacher's teacher.revision); return the exit status
-    (143: preempted, resume by rerunning)."""
+    (143: preempted, resume by rerunning). `attempt`: Snakemake's (1, or a retry's > 1): a retry restores
+    the outputs of phases an earlier attempt finished, and fails at once (PreviousAttemptFailed) after one
+    that raised a Python exception (normgrow.train.attempts.begin_attempt)."""
     print(f"{ranks_per_node} rank(s) per node on {nodes} node(s); "
-          f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}", file=log, flush=True)
+          f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}; attempt {attempt}" +
+          (f" in SLURM job {os.environ['SLURM_JOB_ID']}" if "SLURM_JOB_ID" in os.environ else ""), file=log, flush=True)
+    if begin_attempt([(task.out, task.resume_hash()) for task in tasks], attempt, log):
+        return 0
     if ranks_per_node == 1 and nodes == 1:
         try:
             train_phases(tasks, teacher, tokens, log, teacher_revision)

@@ -47,6 +47,8 @@ def scale_summary(config: dict, teacher: dict, data: dict) -> dict:
 
 
 def is_far_from_paper(config: dict) -> bool:
+    """Whether the report warns that the run is far from the paper's setting (SCALE_WARNING): when its phases
+    are short (under 10,000 updates; the paper's: 50,000) or its teacher was pretrained here — either one."""
     return config["train"]["phase_steps"] < 10_000 or config["teacher"]["name"] is None
 
 

@@ -21,6 +21,10 @@ SNAPSHOTS_DIR = "snapshots"
 # removes a failed job's outputs before it retries, and the retry must find these (CONTRIBUTING.md, Layout).
 RESUME_DIR = "resume"       # {phase dir}/resume/: the verified states a retried or preempted phase resumes from
 TASKS_FILE = ".tasks.json"  # {first phase dir}/.tasks.json: the phases' arguments for the ranks under torchrun
+# Inside RESUME_DIR, what a retry reads of the attempt before it (normgrow.train.attempts):
+FINISHED_DIR = "finished"  # resume/finished/ and finished.json: hard links of a finished phase's outputs, which a
+# retry restores when Snakemake deleted them after a kill that came after the phase finished (a TIMEOUT)
+ERROR_FILES = "error-*.json"  # resume/error-{rank}.json: the Python exception that failed a rank: a retry fails at once
 # and the live curves under the config's `tracking.dir` (results/tracking): appended to by every phase.
 
 

@@ -44,6 +44,7 @@ PHASE_MODULES = (
 EXECUTION_ONLY = {
     "train.tracking": "live curves sent to accelerate's trackers",
     "train.faults": "the tests' fault-injection hooks (inactive unless an environment variable sets them)",
+    "train.attempts": "what a retry does (restore a finished phase's outputs, refuse after an exception)",
     "spec.kinds": "which config keys are science or execution: decides the keys, not the numbers",
     "spec.config": "validation and defaults: what it fills in is in the phase's spec, hence in its key",
     "cluster.launch": "starting the ranks (torchrun, srun)",

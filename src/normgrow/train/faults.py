@@ -6,8 +6,11 @@
 - `term@N`: the process sends itself SIGTERM after update N (preemption: save a state, exit 143);
 - `kill@N`: the process is killed with SIGKILL after update N and any state it saves there
   (a hard crash: the next run resumes from the newest verified state);
-- `slow@MS`: every update lasts MS milliseconds longer (a phase that outlasts a job's time limit).
-Without the variable nothing happens; the trainer calls the hooks at those three points.
+- `slow@MS`: every update lasts MS milliseconds longer (a phase that outlasts a job's time limit);
+- `finished@0`: the process is killed with SIGKILL after the phase has finished — outputs written,
+  finished record kept, resume states cleared — as SLURM's kill at a time limit may come just after a
+  restart finished the phase (docs/cluster.md, Time limits; a retry restores it: normgrow.train.attempts).
+Without the variable nothing happens; the trainer calls the hooks at those four points.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-KINDS = ("nan", "term", "kill", "slow")
+KINDS = ("nan", "term", "kill", "slow", "finished")
 
 
 @dataclass(frozen=True)
@@ -62,4 +65,9 @@ class Faults:
     def after_state(self, step: int) -> None:
         """After update `step`'s resume state, if any, is saved: SIGKILL for `kill@step`."""
         if self._at("kill", step):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def after_finish(self) -> None:
+        """After the phase has finished and its resume states are cleared: SIGKILL for `finished@0`."""
+        if self.kind == "finished":
             os.kill(os.getpid(), signal.SIGKILL)

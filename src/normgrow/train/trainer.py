@@ -17,7 +17,8 @@ writes the outputs.
 Reliability: the phase saves a resumable state every `train.state_every` updates (resume.py) and
 continues from the newest verified one when rerun; SIGTERM (preemption) saves a state and exits
 with `Preempted`; a non-finite loss or gradient stops the phase without touching the saved states;
-the declared outputs are written only at the end, each atomically.
+the declared outputs are written only at the end, each atomically, and kept as a finished record (hard
+links) when the resume states are cleared, for a retry of a job killed after it (attempts.py).
 
 Groups: phases that read the same batch stream (normgrow.spec.curriculum.stream_key: same seed, data
 history, batch size, budget and teacher) can train side by side in one job (`train_phases`): each
@@ -51,6 +52,7 @@ from normgrow.model.student import BlockStackStudent
 from normgrow.spec import science_code
 from normgrow.spec.curriculum import DataPosition, PhaseSpec, Training, snapshot_steps, stream_key
 from normgrow.spec.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Execution, shares_teacher_forward
+from normgrow.train.attempts import drop_errors, keep_finished, record_error
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import Ranks, process_group, shard_student
 from normgrow.train.evaluate import evaluate_students
@@ -58,7 +60,7 @@ from normgrow.train.faults import Faults
 from normgrow.train.forward import Distillation, LossInputs
 from normgrow.train.objective import Objective, loss_positions
 from normgrow.train.outputs import atomic_write, load_student, read_json, save_student, write_json
-from normgrow.train.resume import ResumeStore, rng_state, seed_all, set_rng_state
+from normgrow.train.resume import ResumeStore, rng_state, seed_all, set_rng_state, spec_hash
 from normgrow.train.teacher import load_teacher
 from normgrow.train.tracking import Tracker
 
@@ -121,6 +123,14 @@ class PhaseTask:
         return cls(PhaseSpec.from_json(data["spec"]), Execution.from_json(data["execution"]),
                    None if data["previous"] is None else Path(data["previous"]), Path(data["out"]))
 
+    def resume_spec(self) -> dict:
+        """What a resume state or a finished record must have been saved for: the phase's key and the
+        snapshots it keeps (normgrow.train.resume, normgrow.train.attempts)."""
+        return {"key": self.spec.key, "snapshots": self.execution.snapshots}
+
+    def resume_hash(self) -> str:
+        return spec_hash(self.resume_spec())
+
 
 class GroupFailed(RuntimeError):
     """Students of a group failed; the others finished and kept a final resume state, so rerunning
@@ -143,8 +153,24 @@ def train_phases(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, lo
                  teacher_revision: str | None = None) -> list[dict]:
     """Train phases that read one batch stream side by side on one teacher forward per batch (a
     group; `train_phase` is a group of one); returns their states in order. Refused unless every
-    phase reads the same stream and runs under the same threads and state interval."""
+    phase reads the same stream and runs under the same threads and state interval.
+
+    A Python exception (anything but a preemption) is recorded in every phase's resume directory before it
+    propagates, so that a retry of the job fails at once with it (normgrow.train.attempts); a group refused
+    by `check_group` writes nothing."""
     check_group(tasks)
+    try:
+        return train_group(tasks, teacher_path, tokens_dir, log, teacher_revision)
+    except Preempted:
+        raise
+    except Exception as error:
+        for task in tasks:
+            record_error(task.out, error)
+        raise
+
+
+def train_group(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, log, teacher_revision: str | None):
+    """`train_phases` once the group is checked, without its error records."""
     science_code.record()  # the code this process trains with, read before anything else is loaded
     with process_group() as ranks:
         torch.set_num_threads(tasks[0].execution.threads)
@@ -283,9 +309,16 @@ class GroupTrainer:
             raise GroupFailed("; ".join(self.failures) + ". The other students of the group finished and kept a final "
                               "resume state: rerunning the group writes their outputs without training them again.")
         states = [member.finish() for member in self.members]
+        if self.ranks.main:  # every record before any state goes: a kill in between leaves one or the other
+            for member in self.members:
+                keep_finished(member.out, member.resume.spec_hash)
         for member in self.members:
             member.resume.clear()
+            if self.ranks.main:
+                drop_errors(member.out)
         self.ranks.barrier()
+        for member in self.members:
+            member.faults.after_finish()
         return states
 
     def step(self, t: int, live: list[PhaseTrainer]) -> list[PhaseTrainer]:
@@ -348,8 +381,7 @@ class PhaseTrainer:
         self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.start_data, spec.shard_docs,
                                         training.batch_size, self.pad_id, spec.seed)
         self.layers = spec.phase.active_blocks * spec.student["layers_per_block"]
-        self.resume = ResumeStore(self.out / RESUME_DIR, {"key": spec.key, "snapshots": execution.snapshots}, ranks,
-                                  log=log)
+        self.resume = ResumeStore(self.out / RESUME_DIR, task.resume_spec(), ranks, log=log)
         self.snapshots = set(snapshot_steps(spec.phase.steps, execution.snapshots))
         self.faults = Faults.from_environment().for_phase(spec.key)
         self.rng = rng_state()

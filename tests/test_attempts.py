@@ -1,0 +1,241 @@
+"""A training job's retries (normgrow.train.attempts): a retry restores a phase an earlier attempt finished
+(the TIMEOUT race of docs/cluster.md, "Time limits"), resumes after a stop, and fails at once after a
+Python exception; a first attempt (a fresh run, --forcerun) trains. The attempt is given as Snakemake
+gives it to the job (resources.attempt), to the job's own function (launch_phases) or to begin_attempt."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO, only_the_finished_record_remains, phase_outputs, tiny_run_config, write_phase_inputs
+
+from normgrow.train.attempts import (
+    PreviousAttemptFailed,
+    begin_attempt,
+    finished_paths,
+    keep_finished,
+    record_error,
+    recorded_errors,
+)
+
+DECLARED = ("student.safetensors", "state.json", "train.csv", "eval.csv")
+
+
+def fake_phase(out: Path, content: str = "weights") -> Path:
+    """A finished phase's outputs (the declared files and a snapshot), without training."""
+    (out / "snapshots").mkdir(parents=True)
+    for name in DECLARED:
+        (out / name).write_text(f"{content} {name}")
+    (out / "snapshots" / "step2.safetensors").write_text(f"{content} snapshot")
+    return out
+
+
+def delete_outputs(out: Path) -> None:
+    """What Snakemake does to a failed job's outputs (and again before its retry)."""
+    for name in DECLARED:
+        (out / name).unlink(missing_ok=True)
+    shutil.rmtree(out / "snapshots", ignore_errors=True)
+
+
+def contents(out: Path) -> dict[str, str]:
+    files = [out / name for name in DECLARED] + sorted((out / "snapshots").iterdir())
+    return {path.relative_to(out).as_posix(): path.read_text() for path in files}
+
+
+def test_a_retry_restores_a_finished_phase_whose_outputs_snakemake_deleted(tmp_path):
+    out = fake_phase(tmp_path / "phase")
+    want = contents(out)
+    keep_finished(out, "spec")
+    record, _ = finished_paths(out)
+    assert os.path.samefile(record / "student.safetensors", out / "student.safetensors")  # a link: no extra disk
+    delete_outputs(out)
+    log = io.StringIO()
+    assert begin_attempt([(out, "spec")], 2, log) is True
+    assert contents(out) == want
+    assert "restored the outputs" in log.getvalue()
+    delete_outputs(out)  # the record stays: a later retry (killed again) restores again
+    assert begin_attempt([(out, "spec")], 3, io.StringIO()) is True and contents(out) == want
+
+
+def test_a_first_attempt_drops_the_finished_record_and_trains(tmp_path):
+    """A fresh run or --forcerun (attempt 1) trains the phase again, and a retry of that run no longer
+    finds the old record."""
+    out = fake_phase(tmp_path / "phase")
+    keep_finished(out, "spec")
+    assert begin_attempt([(out, "spec")], 1, io.StringIO()) is False
+    assert not any(path.exists() for path in finished_paths(out))
+    delete_outputs(out)
+    assert begin_attempt([(out, "spec")], 2, io.StringIO()) is False
+    assert not (out / "state.json").exists()
+
+
+@pytest.mark.parametrize("damage", ["other spec", "no manifest", "cut short"])
+def test_a_record_of_another_spec_or_incomplete_is_not_restored(tmp_path, damage):
+    out = fake_phase(tmp_path / "phase")
+    keep_finished(out, "spec")
+    delete_outputs(out)
+    record, manifest = finished_paths(out)
+    if damage == "no manifest":  # killed while linking: the manifest is written last
+        manifest.unlink()
+    elif damage == "cut short":
+        (record / "train.csv").write_text("x")
+    log = io.StringIO()
+    assert begin_attempt([(out, "other" if damage == "other spec" else "spec")], 2, log) is False
+    assert not (out / "state.json").exists()
+    assert "resuming from the newest saved state" in log.getvalue()
+
+
+def test_a_group_is_restored_only_when_every_phase_finished(tmp_path):
+    """Records are kept for every student before any state is cleared: one without a record still has its
+    states, and the group trains (its finished students write their outputs again without training)."""
+    first, second = fake_phase(tmp_path / "a"), fake_phase(tmp_path / "b")
+    keep_finished(first, "a")
+    delete_outputs(first)
+    delete_outputs(second)
+    assert begin_attempt([(first, "a"), (second, "b")], 2, io.StringIO()) is False
+    assert not (first / "state.json").exists()
+
+
+def failed(out: Path, rank: int, world: int, monkeypatch) -> None:
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    try:
+        raise ValueError("teacher model_type 'gpt2' is not supported")
+    except ValueError as error:
+        record_error(out, error)
+
+
+def test_a_retry_after_an_exception_fails_at_once_with_it(tmp_path, monkeypatch):
+    out = tmp_path / "phase"
+    failed(out, 0, 1, monkeypatch)
+    for attempt in (2, 3):  # a refused retry records nothing: the next one still reports the first error
+        with pytest.raises(PreviousAttemptFailed, match="ValueError: teacher model_type 'gpt2' is not supported"):
+            begin_attempt([(out, "spec")], attempt, io.StringIO())
+    assert begin_attempt([(out, "spec")], 1, io.StringIO()) is False  # a new run: trains, the record gone
+    assert recorded_errors(out) == []
+
+
+def test_a_retry_resumes_when_a_rank_left_no_error_record(tmp_path, monkeypatch):
+    """Two ranks, one killed (no record), the other failing on the lost peer: a kill, resumed; when both
+    raised, the exception is the job's and the retry fails at once."""
+    out = tmp_path / "phase"
+    failed(out, 1, 2, monkeypatch)
+    assert begin_attempt([(out, "spec")], 2, io.StringIO()) is False
+    assert recorded_errors(out) == []  # the killed attempt's: a failure of this attempt records its own
+    failed(out, 0, 2, monkeypatch)
+    failed(out, 1, 2, monkeypatch)
+    with pytest.raises(PreviousAttemptFailed):
+        begin_attempt([(out, "spec")], 2, io.StringIO())
+
+
+# ---------------------------------------------------------------- the job's function on a real phase
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("attempts")
+    write_phase_inputs(root, seed=3, documents=20, longest=10, valid=2)
+    config = tiny_run_config()
+    config["train"].update(phase_steps=4, state_every=2, eval_every=2)
+    config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 1}
+    return {"root": root, "config": config}
+
+
+def phase_task(setup: dict, out: Path):
+    from normgrow.spec.curriculum import phase_spec
+    from normgrow.spec.execution import Execution
+    from normgrow.train.trainer import PhaseTask
+
+    config = setup["config"]
+    return PhaseTask(phase_spec(config, "post-freeze", 5, 0), Execution.from_config(config, 2), None, out)
+
+
+def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher") -> tuple[int, str]:
+    import torch
+
+    from normgrow.cluster.launch import launch_phases
+
+    log, threads = io.StringIO(), torch.get_num_threads()
+    try:
+        status = launch_phases([phase_task(setup, out)], str(setup["root"] / teacher), setup["root"] / "tokens", log,
+                               attempt=attempt)
+    finally:
+        torch.set_num_threads(threads)
+    return status, log.getvalue()
+
+
+def test_a_retry_of_a_job_killed_after_its_phase_finished_restores_it_and_a_forced_rerun_trains(setup):
+    """The TIMEOUT race: the phase finished (outputs written, resume states cleared), the kill came after,
+    Snakemake deleted the outputs. The retry (attempt 2) restores them byte for byte without training; a
+    first attempt (--forcerun) trains the phase again."""
+    out = setup["root"] / "finished"
+    status, log = launch(setup, out, attempt=1)
+    assert status == 0 and "validation CE" in log
+    want = phase_outputs(out)
+    assert only_the_finished_record_remains(out)
+    delete_outputs(out)
+    status, log = launch(setup, out, attempt=2)
+    assert status == 0 and "restored the outputs" in log
+    assert "validation CE" not in log and "resumed" not in log  # nothing trained
+    assert phase_outputs(out) == want
+    status, log = launch(setup, out, attempt=1)  # --forcerun: Snakemake deleted nothing of resume/
+    assert status == 0 and "validation CE" in log and "restored" not in log
+    assert phase_outputs(out) == want
+
+
+def test_an_unsupported_teacher_fails_the_retry_at_once_with_the_first_error(setup):
+    """A deterministic error inside the phase job (normgrow.model.family): recorded by the first attempt; the
+    retry raises it without loading anything."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model("gpt2", n_layer=1, n_embd=32, n_head=4, vocab_size=64)
+    AutoModelForCausalLM.from_config(config).save_pretrained(setup["root"] / "gpt2")
+    out = setup["root"] / "unsupported"
+    with pytest.raises(ValueError, match="'gpt2' is not supported"):
+        launch(setup, out, attempt=1, teacher="gpt2")
+    assert [record["error"].split(":")[0] for record in recorded_errors(out)] == ["ValueError"]
+    with pytest.raises(PreviousAttemptFailed, match="ValueError: teacher model_type 'gpt2' is not supported"):
+        launch(setup, out, attempt=2, teacher="teacher")  # even with a good teacher: the retry runs nothing
+
+
+def test_a_retry_after_sigterm_resumes(setup, monkeypatch):
+    """A stop (SIGTERM: a state saved, exit 143) leaves no error record: the retry resumes the phase."""
+    out = setup["root"] / "preempted"
+    monkeypatch.setenv("NORMGROW_FAULT", "term@2")
+    status, _ = launch(setup, out, attempt=1)
+    assert status == 143 and recorded_errors(out) == []
+    monkeypatch.delenv("NORMGROW_FAULT")
+    status, log = launch(setup, out, attempt=2)
+    assert status == 0 and "resumed from the state at update 2" in log
+
+
+@pytest.mark.slow
+def test_snakemake_retries_a_phase_killed_after_it_finished_by_restoring_it(ci_workdir, tmp_path):
+    """The CI workflow's pre-joint phase with NORMGROW_FAULT=finished@0: its job is killed (SIGKILL) after the
+    phase finished, as SLURM's kill at the time limit does after a restart in the allocation; Snakemake
+    deletes the outputs and retries the job (the rule's retries), whose attempt 2 restores the outputs from
+    the finished record instead of training: the same weights as the CI run's. The data and the teacher are
+    the CI run's (copied with their times and Snakemake's records: up to date, not rebuilt)."""
+    from conftest import snakemake_command
+
+    work = tmp_path / "work"
+    for kept in ("results/data", "results/teacher", ".snakemake/metadata"):
+        shutil.copytree(ci_workdir / kept, work / kept, symlinks=True)
+    index = json.loads((ci_workdir / "results" / "runs" / "pre-joint" / "seed42" / "phases.json").read_text())
+    key = index["phases"][0]["key"]
+    target = f"results/phases/{key}/state.json"
+    env = {**os.environ, "NORMGROW_FAULT": f"finished@0:{key}"}
+    proc = subprocess.run(snakemake_command(work, "--cores", "2", "--", target), cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "Trying to restart job" in proc.stdout and "Removing output files of failed job" in proc.stdout
+    log = (work / "logs" / "phases" / f"{key}.log").read_text()  # the retry's (Snakemake rewrites it)
+    assert "attempt 2: restored the outputs" in log and "validation CE" not in log, log[-3000:]
+    phase, reference = work / "results" / "phases" / key, ci_workdir / "results" / "phases" / key
+    for name in ("student.safetensors", "train.csv", "eval.csv"):
+        assert (phase / name).read_bytes() == (reference / name).read_bytes(), name
