@@ -10,9 +10,11 @@ import yaml
 from conftest import REPO, SCHEMA
 from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
 
+from normgrow.model.family import PREFIXES
 from normgrow.spec.config import (
     ConfigError,
     built_runs,
+    check_teacher_files,
     job_resources,
     launch_ranks,
     rank_batch_size,
@@ -408,3 +410,70 @@ def test_a_null_revision_is_no_revision(default):
     default["data"]["source"]["revision"] = None
     config = validate_config(default, SCHEMA)
     assert "revision" not in config["teacher"] and "revision" not in config["data"]["source"]
+
+
+# ---------------------------------------------------------------- the teacher's own files, at parse time
+def local_teacher(folder, model_type: str, tokens: list[str] | None = None):
+    """A teacher directory as far as the parse-time check reads it: config.json with `model_type` and,
+    with `tokens`, a word-level tokenizer of that vocabulary (its EOS the last token)."""
+    import json
+
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+    if tokens is not None:
+        vocabulary = {token: i for i, token in enumerate(tokens)}
+        tokenizer = Tokenizer(models.WordLevel(vocabulary, unk_token=tokens[0]))
+        PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token=tokens[0], eos_token=tokens[-1]).save_pretrained(
+            folder)
+    return folder
+
+
+def teacher_error(config: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        check_teacher_files(config, supported=PREFIXES)
+    return str(info.value)
+
+
+def test_an_unsupported_teacher_family_is_refused_naming_teacher_name(default, tmp_path):
+    teacher = local_teacher(tmp_path / "teacher", "made_up_decoder")
+    config = validate_config(merge(default, {"teacher": {"name": str(teacher)}}), SCHEMA)
+    message = teacher_error(config)
+    assert message.startswith("teacher.name:") and "'made_up_decoder'" in message
+    assert all(family in message for family in PREFIXES)  # the supported set, read from normgrow.model.family
+
+
+def test_a_supported_teacher_family_passes(default, tmp_path):
+    teacher = local_teacher(tmp_path / "teacher", next(iter(PREFIXES)))
+    check_teacher_files(validate_config(merge(default, {"teacher": {"name": str(teacher)}}), SCHEMA), PREFIXES)
+
+
+def test_a_boundary_token_outside_the_teachers_tokenizer_is_refused_naming_the_key(default, tmp_path):
+    teacher = local_teacher(tmp_path / "teacher", "qwen3", ["<unk>", "a", "b", "<eos>"])
+    config = validate_config(merge(default, {"teacher": {"name": str(teacher)}, "tokenizer": {"train": False}}),
+                             SCHEMA)
+    message = teacher_error(config)
+    assert message.startswith("data.boundary_token:") and "'<|endoftext|>'" in message and "'<eos>'" in message
+    config["data"]["boundary_token"] = "<eos>"
+    check_teacher_files(config, PREFIXES)
+    config["tokenizer"] = {"train": True, "vocab_size": 300}  # a tokenizer trained here holds the token
+    config["data"]["boundary_token"] = "<|endoftext|>"
+    check_teacher_files(config, PREFIXES)
+
+
+def test_a_cached_hub_teacher_is_checked_and_one_not_cached_is_left_to_the_jobs(default, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    repo = tmp_path / "hub" / "models--someone--gemma-like"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    (repo / "snapshots").mkdir()
+    local_teacher(repo / "snapshots" / ("0" * 40), "made_up_decoder")
+    config = validate_config(merge(default, {"teacher": {"name": "someone/gemma-like"}}), SCHEMA)
+    assert teacher_error(config).startswith("teacher.name: 'someone/gemma-like'")
+    config["teacher"]["name"] = "someone/not-cached"
+    check_teacher_files(config, PREFIXES)

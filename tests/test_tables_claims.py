@@ -83,6 +83,19 @@ def test_budget_table_from_logged_counts():
     assert frame.loc[("pre-grow", "active layers"), "paper"] == "3→6→9"
     assert frame.loc[("post-joint", "total tokens"), "paper"] == "3.11B"  # joint-50k
     assert pd.isna(frame.loc[("pre-grow", "steps"), "paper"])
+    assert ("pre-grow", "CE at update 1") not in frame.index  # phases collected before the first update's CE
+
+
+def test_the_budget_table_states_each_runs_start():
+    """Each run's training CE at its first update: its phase 0's, not a later phase's."""
+    phases = fixture(seeds=(1, 2))
+    phases["first_update_ce"] = phases["phase"].map({0: 500.0, 1: 9.0, 2: 8.0}).where(
+        phases["placement"] == "pre", phases["phase"].map({0: 12.0, 1: 9.0, 2: 8.0}))
+    t = tableA2(Results(phases), ref())
+    frame = t.frame().set_index(["row", "column"])
+    assert frame.loc[("pre-grow", "CE at update 1"), "mean"] == 500.0
+    assert frame.loc[("post-joint", "CE at update 1"), "mean"] == 12.0
+    assert "500.00 ± 0.00" in t.markdown()
 
 
 def test_tables_skip_missing_runs():

@@ -308,6 +308,20 @@ def test_config_error_is_one_clear_line(tmp_path):
     assert "$schema" not in proc.stdout  # not Snakemake's whole-schema dump
 
 
+def test_an_unsupported_local_teacher_fails_the_dry_run_naming_the_key(tmp_path):
+    """normgrow.spec.config.check_teacher_files, wired into the DAG: the teacher's family refused by `snakemake -n`,
+    not by every phase job after the data preparation (issue 46)."""
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    (teacher / "config.json").write_text('{"model_type": "made_up_decoder"}')
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"teacher: {{name: {teacher}, dtype: float32}}\n")
+    proc = snakemake(tmp_path, "-n", "--configfile", str(bad))
+    assert proc.returncode != 0
+    assert any(line.startswith("teacher.name:") and "'made_up_decoder'" in line for line in proc.stdout.splitlines()), \
+        proc.stdout
+
+
 def test_schema_error_names_the_key(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("runs:\n  post-grow: {placement: post, curriculum: grow, lr: 1}\n")

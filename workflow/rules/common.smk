@@ -3,10 +3,12 @@
 # reaches a job through its params or inputs, so that changing it reruns the job; execution settings
 # (kind `execution`: threads, resources, train.state_every, train.loss_chunk, ...) are read by the job
 # from `snakemake.config`, so that changing them reruns nothing.
+from normgrow.model.family import PREFIXES as FAMILIES  # torch-free: the supported decoder families
 from normgrow.paper.items import ITEMS, report_items
 from normgrow.spec import science_code
 from normgrow.spec.config import (
     built_runs,
+    check_teacher_files,
     job_resources,
     launch_ranks,
     pretrain_recipe,
@@ -26,6 +28,9 @@ from normgrow.spec.curriculum import (
 from normgrow.spec.execution import PHASE_FILES, SNAPSHOTS_DIR
 
 validate_config(config)  # the schema is package data: normgrow/spec/config.schema.yaml
+# A teacher whose files are readable now (a local directory, the hub cache): its family and, with its own
+# tokenizer, the boundary token checked before any job runs (otherwise every phase job fails on them).
+check_teacher_files(config, supported=FAMILIES)
 
 RUNS = built_runs(config)
 SEEDS = [str(s) for s in config["seeds"]]

@@ -53,11 +53,12 @@ ITEMS = {
         "× L layers, batch, sequence length, steps per phase, AdamW and schedule settings, the "
         "objective's α, γ and τ, evaluation cadence and seeds."),
     "tableA2": Item(
-        "Table A2", "Appendix", "training budgets from the logged token counts",
+        "Table A2", "Appendix", "training budgets from the logged token counts, and each run's start",
         "(paper Table A2). For every run, summed over its phases from the logged token counters: phases, "
         "active layers per phase, steps, total tokens, unique tokens (documents read for the first time) "
         "and active-layer tokens (tokens × active layers). In the paper, grow reads three times joint's "
-        "tokens but no more unique ones."),
+        "tokens but no more unique ones. Beside them, not in the paper, each run's training CE at its first "
+        "update (its start; the precondition \"a common start\" compares pre- and post-norm's)."),
     "tableA3": Item(
         "Table A3", "Appendix", "freeze control against grow",
         "(paper App. B.1). Grow where each phase trains only the newest block (with the boundary norm and"

@@ -21,7 +21,14 @@ and whether the mechanism the paper names can show in it at all. Each has a thre
   teacher without any outlier has no scale to inherit at structural tokens. The threshold stays on the
   per-token measure, the one it was set against (docs/miniature.md's probe tables); the largest
   max/median |scalar| (Sun et al.'s single-activation measure) is stated beside it, "not measured" for
-  a probe from before it.
+  a probe from before it;
+- a common start: pre- and post-norm's training CE at their first update (each run's phase 0, paired by
+  seed) apart by at most `START_GAP_FACTOR` (100) × the paper's largest effect (its largest |Δ_joint|,
+  |Δ_grow| or |interaction| in Table 1: 0.0332 nats, so ≈ 3.3 nats), under joint and under grow. The
+  paper's effects are differences at the end of 50,000 updates a phase; a start two orders of magnitude
+  apart (a Gemma 3 teacher's pre-norm students start near CE 500, its post-norm ones near 12: issue 46)
+  is what a short budget measures, not the placements (3.3 nats: a perplexity ratio of ≈ 27 at the start).
+  Not shown without the four runs or for phases collected before the first update's CE was recorded.
 """
 
 from __future__ import annotations
@@ -29,11 +36,13 @@ from __future__ import annotations
 import pandas as pd
 
 from normgrow.paper.claims import ABSENT, MIN_PARITY_SEEDS, NOT_SHOWN, PAPER_KURTOSIS, SHOWN, parity
+from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import Property
 from normgrow.paper.results import Results
 from normgrow.paper.stats import mean_ci
 
 MIN_MASSIVE = 10.0
+START_GAP_FACTOR = 100  # × the paper's largest effect: the widest start gap a common start allows
 SCALAR = "scalar_max_over_median"  # normgrow.train.diagnostics.scalar_outlier
 SPLITS = ("train", "valid", "diag")
 
@@ -99,11 +108,40 @@ def teacher_massive(probe: dict, paper: str) -> Property:
                     bool(top["max_over_median"] >= MIN_MASSIVE), f"≥ {MIN_MASSIVE:g}×")
 
 
+def paper_largest_effect(table1: dict) -> float:
+    """The paper's largest effect in nats: the largest of |Δ_joint|, |Δ_grow| and |interaction| in its
+    Table 1 (`table1`: the reference's; 0.0332, the interaction)."""
+    return max(abs(table1[key]) for key in ("delta_joint", "delta_grow", "interaction"))
+
+
+def start_gap(results: Results, paper: str, largest_effect: float) -> Property:
+    """Pre- and post-norm's CE at their first update, under joint and grow: present when no curriculum's
+    gap (post − pre, paired by seed, its mean) exceeds START_GAP_FACTOR × `largest_effect` (module
+    docstring); not shown without the four runs or their first update's CE."""
+    name = "a common start: pre- and post-norm's CE at their first update"
+    if not results.has("pre-joint", "post-joint", "pre-grow", "post-grow"):
+        return Property(name, paper, "needs pre-/post-joint and pre-/post-grow", None)
+    starts = {run: results.first_update_ce(run) for run in ("pre-joint", "post-joint", "pre-grow", "post-grow")}
+    if any(ce.empty for ce in starts.values()):
+        return Property(name, paper, "not recorded (phases collected before the first update's CE: rerun "
+                        "collect_metrics)", None)
+    gaps = {c: (starts[f"post-{c}"] - starts[f"pre-{c}"]).dropna().mean() for c in ("joint", "grow")}
+    threshold = START_GAP_FACTOR * largest_effect
+    widest = max(abs(gap) for gap in gaps.values())
+    ours = "; ".join(f"{c}: pre {starts[f'pre-{c}'].mean():.2f}, post {starts[f'post-{c}'].mean():.2f} "
+                     f"(gap {gap:+.2f})" for c, gap in gaps.items())
+    return Property(name, paper, f"{ours}: the widest {widest / largest_effect:,.0f}× the paper's largest effect",
+                    bool(widest <= threshold),
+                    f"|gap| ≤ {START_GAP_FACTOR}× {largest_effect:.4f} = {threshold:.2f} nats")
+
+
 def preconditions(results: Results, data: dict, probe: dict, paper: dict, margin: float) -> list[Property]:
     """The preconditions of this run (module docstring); `paper` is the reference's `preconditions`,
     `margin` the equivalence margin in nats."""
+    largest = paper_largest_effect(paper_reference()["table1"])
     return [baseline_parity(results, paper["parity"], margin), structural_tokens(data, paper["structural"]),
-            kurtosis_reachable(data, paper["kurtosis"]), teacher_massive(probe, paper["massive"])]
+            kurtosis_reachable(data, paper["kurtosis"]), teacher_massive(probe, paper["massive"]),
+            start_gap(results, paper["start"], largest)]
 
 
 def massive_activations_table(probe: dict, rms: pd.DataFrame) -> pd.DataFrame:

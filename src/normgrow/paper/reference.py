@@ -1,5 +1,6 @@
 """The paper's reported numbers: the one reference file (reference.yaml, package data), used only to
-set them beside ours in tables, claims and the regime."""
+set them beside ours in tables, claims and the regime, and to scale the start-gap precondition's threshold
+(normgrow.paper.preconditions.start_gap: a multiple of the paper's largest effect)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Gather every phase's outputs into the tidy tables that the paper's tables and figures read.
 
 - evals: one row per validation evaluation (run, seed, phase, step, global_step, ce, kd, ppl);
-- phases: one row per phase (its spec, its final evaluation, its and the run's token counters, and the
-  code that trained it: `phase_code`);
+- phases: one row per phase (its spec, its final evaluation, the training CE of its first update, its and
+  the run's token counters, and the code that trained it: `phase_code`);
 - transitions: the loss around every block-appending transition (Table A4, transitions.py);
 - boundary RMS and block removal: one row per checkpoint, boundary or block of the diagnostics.
 """
@@ -57,6 +57,7 @@ def collect_phases(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
                "trainable_blocks": " ".join(map(str, entry.trainable_blocks)),
                "data_policy": entry.data_policy, "global_step": state["global_step"],
                **{k: state["final_eval"][k] for k in ("ce", "kd", "kd_soft", "ppl")},
+               "first_update_ce": first_update_ce(entry.folder),
                **{f"phase_{k}": v for k, v in state["phase_counters"].items()},
                **{f"run_{k}": v for k, v in state["run_counters"].items()},
                "wall_seconds": state["wall_seconds"], **phase_code(state)}
@@ -67,6 +68,15 @@ def collect_phases(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
     evals = pd.concat(eval_frames, ignore_index=True)
     evals = evals[columns + [c for c in evals.columns if c not in columns]]
     return evals, pd.DataFrame(phase_rows)
+
+
+def first_update_ce(folder: Path) -> float:
+    """The training CE of a phase's first update (its train.csv's first row), where the phase starts: a
+    run's phase 0 holds the run's start, which a short budget may measure instead of the placements
+    (normgrow.paper.preconditions.start_gap). NaN where the phase logged no update."""
+    path = folder / PHASE_FILES["train"]
+    first = pd.read_csv(path, nrows=1) if path.is_file() and path.stat().st_size else pd.DataFrame()
+    return float(first["ce"].iloc[0]) if "ce" in first and len(first) else float("nan")
 
 
 # The code a phase records (normgrow.spec.science_code.record, one per job that trained it), as columns.
@@ -166,6 +176,13 @@ class Results:
 
     def final_metric(self, run: str, metric: str = "ce") -> pd.Series:
         return self.final[self.final["run"] == run].set_index("seed")[metric].sort_index()
+
+    def first_update_ce(self, run: str) -> pd.Series:
+        """The run's training CE at its first update (its phase 0's, per seed, NaNs dropped); empty for
+        phases collected before it was recorded."""
+        if "first_update_ce" not in self.phases:
+            return pd.Series(dtype=float)
+        return self.phase_metric(run, 0, "first_update_ce").dropna()
 
     def phase_metric(self, run: str, phase: int, metric: str = "ce") -> pd.Series:
         rows = self.phases[(self.phases["run"] == run) & (self.phases["phase"] == phase)]

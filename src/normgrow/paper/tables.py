@@ -230,8 +230,10 @@ PAPER_BUDGETS = {"pre-joint": "joint-50k", "post-joint": "joint-50k", "pre-grow"
 
 def tableA2(r: Results, ref: dict) -> Table:
     """Budgets of every run from the logged token counters (sums over its phases), beside the
-    paper's total and unique tokens for the runs with the paper's curricula."""
-    t = Table("tableA2", "training budgets from the logged token counts", digits=0)
+    paper's total and unique tokens for the runs with the paper's curricula; and each run's start, its
+    training CE at its first update (where a short budget may measure the start rather than the
+    placement: normgrow.paper.preconditions.start_gap), when the phases recorded it."""
+    t = Table("tableA2", "training budgets from the logged token counts, and each run's start", digits=0)
     per_run = r.phases.sort_values("phase").groupby(["run", "seed"])
     for (run, _seed), rows in per_run:
         if any(c.row == run for c in t.cells):
@@ -244,6 +246,9 @@ def tableA2(r: Results, ref: dict) -> Table:
                                   ("run_unique_tokens", "unique tokens", "unique"),
                                   ("run_active_layer_tokens", "active-layer tokens", None)):
             t.add(run, col, final[counter].astype(float), f"{paper[key]:.2f}B" if key in paper else None)
+        start = r.first_update_ce(run)
+        if not start.empty:
+            t.cells.append(Cell(run, "CE at update 1", start, digits=2))
     return t
 
 

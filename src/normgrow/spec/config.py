@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 import jsonschema
@@ -226,6 +227,65 @@ def check_teacher_name(name: str | None) -> None:
     if not HUB_ID.fullmatch(name):
         raise ConfigError(f"teacher.name: {name!r} is neither an existing local directory nor a Hugging Face hub id "
                           "(namespace/name)")
+
+
+def check_teacher_files(config: dict, supported: Collection[str]) -> None:
+    """Refuse, before any job runs, a teacher whose own files say that its jobs would fail: a
+    `model_type` outside `supported` (normgrow.model.family's families, passed in: this room imports no
+    other), and with tokenizer.train false a data.boundary_token its tokenizer lacks. Without this, the
+    data preparation, teacher check and probe run first and every phase job then fails on the family
+    (the tokenizer job on the boundary token).
+
+    Read only where the files already are at parse time: a local directory, or a hub id in the hub
+    cache (no download: `try_to_load_from_cache`, transformers' `local_files_only`). A hub id not
+    cached, a teacher pretrained here, or a DAG built without huggingface_hub or transformers (the
+    dry-run environment, envs/dry-run.txt) is left to the jobs."""
+    name, revision = config["teacher"]["name"], config["teacher"].get("revision")
+    if name is None:
+        return
+    path = teacher_file(name, revision, "config.json")
+    model_type = None if path is None else json.loads(path.read_text()).get("model_type")
+    if path is not None and model_type not in supported:
+        raise ConfigError(f"teacher.name: {name!r} is a {model_type!r} model (its config.json's model_type), not a "
+                          f"supported decoder family ({', '.join(supported)}; normgrow.model.family): every phase "
+                          "would fail on it")
+    boundary = config["data"]["boundary_token"]
+    tokenizer = None if config["tokenizer"]["train"] else teacher_tokenizer(name, revision)
+    if tokenizer is not None and boundary not in tokenizer.get_vocab():
+        raise ConfigError(f"data.boundary_token: {boundary!r} is not in the vocabulary of the tokenizer of "
+                          f"teacher.name {name!r} (tokenizer.train: false): name one of its tokens, such as its EOS "
+                          f"token {tokenizer.eos_token!r}")
+
+
+def teacher_file(name: str, revision: str | None, filename: str) -> Path | None:
+    """`filename` of the teacher `name` (at `revision`) where it can be read without a download: in its
+    local directory, or in the hub cache for a hub id; None elsewhere."""
+    local = Path(name).expanduser()
+    if local.is_dir():
+        return local / filename if (local / filename).is_file() else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    cached = try_to_load_from_cache(name, filename, revision=revision)
+    return Path(cached) if isinstance(cached, str) else None  # None, or a cached "no such file"
+
+
+def teacher_tokenizer(name: str, revision: str | None):
+    """The teacher's tokenizer where its files can be read without a download (`teacher_file`), loaded as
+    the tokenizer job loads it (transformers' AutoTokenizer, local files only); None where they cannot,
+    or without transformers."""
+    if teacher_file(name, revision, "tokenizer_config.json") is None and teacher_file(
+            name, revision, "tokenizer.json") is None:
+        return None
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return None
+    try:
+        return AutoTokenizer.from_pretrained(name, revision=revision, local_files_only=True)
+    except (OSError, ValueError):  # files incomplete in the cache, or a tokenizer class this install lacks
+        return None
 
 
 def drop_null_revisions(config: dict) -> None:
