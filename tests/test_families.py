@@ -127,6 +127,40 @@ def test_fresh_norms_are_the_identity(model_type):
 
 
 @pytest.mark.parametrize("model_type", list(PREFIXES))
+def test_deepnorm_scales_the_value_output_and_mlp_projections_of_every_family(model_type):
+    """DeepNorm's β on the same draw as pre-norm's: the value, output and MLP projections ×β, every other
+    weight as drawn; Phi-3's value rows of the fused qkv_proj (not its q/k rows) and its whole gate_up_proj."""
+    teacher = tiny_teacher(model_type)
+    pre = dict(BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0).blocks.named_parameters())
+    deep = BlockStackStudent.from_teacher(teacher, "deepnorm", 2, 1, seed=0)
+    beta = deep.blocks[0][0].beta
+    values = teacher.config.num_key_value_heads * 8  # head_dim 8
+    for name, weight in deep.blocks.named_parameters():
+        expected = pre[name].clone()
+        if name.endswith("qkv_proj.weight"):
+            expected[-values:] *= beta
+        elif any(part in name for part in ("v_proj", "o_proj", "mlp.")):
+            expected *= beta
+        torch.testing.assert_close(weight.detach(), expected, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("init", ["teacher", "identity"])
+def test_the_trainer_starts_the_boundary_norm_as_the_config_says(init):
+    """The phase's student (normgrow.train.trainer.build_student) takes `student.boundary_norm_init` from
+    the phase spec: a Gemma teacher's final norm, far from the identity, or the identity (0)."""
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.trainer import build_student
+
+    teacher = tiny_teacher("gemma")
+    config = tiny_run_config()
+    config["student"]["boundary_norm_init"] = init
+    student, _ = build_student(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), teacher,
+                               None, Ranks(0, 1, torch.device("cpu")))
+    expected = teacher.model.norm.weight if init == "teacher" else torch.zeros(32)
+    assert torch.equal(student.boundary_norm.weight.detach(), expected)
+
+
+@pytest.mark.parametrize("model_type", list(PREFIXES))
 def test_hybridnorm_normalises_every_heads_queries_keys_and_values(model_type):
     """HybridNorm's QKV normalisation in every family (Qwen3's own q/k norms, a per-head norm added
     elsewhere): scaling a query, key or value projection changes nothing; without the norm it would."""
