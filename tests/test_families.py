@@ -239,14 +239,16 @@ def test_trainer_and_diagnostics_take_any_family(workspace, tmp_path, model_type
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", ["gemma"])
+@pytest.mark.parametrize("model_type", ["gemma", "gemma2", "gemma3_text", "olmo2", "phi3"])
 def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_type):
     """The CI-sized workflow with a teacher directory, as a user brings one: weights, config and its
     own tokenizer (`tokenizer.train: false`), the boundary token looked up in that tokenizer, the
     teacher check, growth and diagnostics. Gemma: the family furthest from the default's Qwen3 (tied
-    embeddings, its own norm and MLP); the other families' teacher loading, check, training and
-    diagnostics are the fast tests above, since nothing in the workflow depends on the family. The
-    teacher is random, so the check's margin is waived."""
+    embeddings, its own norm and MLP); Gemma 2 (eager attention for its capped logits, sliding and
+    global teacher layers), Gemma 3 (per-type rotary bases), OLMo 2 (its layer no placement) and
+    Phi-3 (fused projections): the families added beside the first five, once each. The first five's
+    teacher loading, check, training and diagnostics are the fast tests above. The teacher is random,
+    so the check's margin is waived."""
     import subprocess
 
     import yaml
@@ -256,9 +258,8 @@ def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_
 
     texts = ["the residual stream is normalised before or after each sub-layer."] * 20
     tokenizer = train_tokenizer(texts, vocab_size=300, boundary_token="<|endoftext|>")
-    config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                                  max_position_embeddings=128, tie_word_embeddings=model_type == "gemma")
+    config = tiny_config(model_type, vocab_size=len(tokenizer), max_position_embeddings=128,
+                         tie_word_embeddings=model_type.startswith("gemma"))
     teacher_dir = tmp_path / "teacher"
     AutoModelForCausalLM.from_config(config).save_pretrained(teacher_dir)
     tokenizer.save_pretrained(teacher_dir)
