@@ -8,6 +8,7 @@ import pytest
 import torch
 import yaml
 from conftest import REPO, SCHEMA
+from test_families import tiny_config
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from normgrow.cli import main
@@ -73,9 +74,7 @@ def test_padding_costs_more_the_wider_the_lengths_spread():
 
 @pytest.mark.parametrize("model_type", list(PREFIXES))
 def test_the_matmul_count_is_every_familys_linear_weights(model_type):
-    config = AutoConfig.for_model(model_type, vocab_size=64, hidden_size=32, intermediate_size=64,
-                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                                  tie_word_embeddings=False)
+    config = tiny_config(model_type)
     teacher = AutoModelForCausalLM.from_config(config)
 
     def linear(module) -> int:

@@ -171,6 +171,7 @@ def test_execution_settings_and_names_do_not_change_keys(default, change):
     lambda c: c["train"].update(eval_every=25),
     lambda c: c["objective"].update(alpha=0.5),
     lambda c: c["student"].update(layers_per_block=3),
+    lambda c: c["student"].update(boundary_norm_init="identity"),
     lambda c: c["teacher"]["pretrain"].update(steps=10),
     lambda c: c["data"].update(max_length=64),
     lambda c: c["tokenizer"].update(vocab_size=2048),
@@ -181,6 +182,16 @@ def test_science_changes_every_key(default, change):
     changed = copy.deepcopy(default)
     change(changed)
     assert not before & set(PhaseTable.from_config(changed).specs)
+
+
+def test_the_papers_boundary_norm_init_keeps_the_keys_phases_had_before_the_key(default):
+    """student.boundary_norm_init at `teacher` (the default, the paper's) leaves every phase key as it was
+    before the key existed, so that finished phases are not retrained; `identity` is other phases
+    (test_science_changes_every_key)."""
+    assert default["student"]["boundary_norm_init"] == "teacher"
+    before = copy.deepcopy(default)
+    del before["student"]["boundary_norm_init"]
+    assert set(PhaseTable.from_config(before).specs) == set(PhaseTable.from_config(default).specs)
 
 
 def test_build_keeps_keys_and_snapshots(default):

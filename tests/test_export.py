@@ -1,7 +1,8 @@
 """Exporting a phase's student (normgrow.model.export, `normgrow.cli export`): for every placement and every
 supported family, `AutoModelForCausalLM.from_pretrained` loads a model whose logits are the
-student's; a pre-norm student loads as its family's own class without remote code, any other
-placement through the remote code shipped in the directory, which imports no normgrow; generate()
+student's; a student of its family's own placement (pre-norm; sandwich for Gemma 2 and 3; none for
+OLMo 2) loads as its family's own class without remote code, any other placement through the remote
+code shipped in the directory, which imports no normgrow; generate()
 runs; only the active blocks are exported; a directory that is not a phase's output is refused by
 name."""
 
@@ -24,7 +25,7 @@ from transformers.dynamic_module_utils import get_imports
 
 from normgrow.cli import main
 from normgrow.model.export import export_phase
-from normgrow.model.family import PREFIXES
+from normgrow.model.family import OWN_PLACEMENT, PREFIXES
 from normgrow.model.layout import PLACEMENTS
 from normgrow.model.student import BlockStackStudent
 from normgrow.train.outputs import save_student
@@ -89,17 +90,20 @@ def test_exported_logits_are_the_students(tmp_path, sources, model_type, placeme
     student = trained_phase(tmp_path / "phase", sources["teachers"][model_type], placement, active_blocks=2)
     summary = export_phase(tmp_path / "phase", tmp_path / "out", sources["teachers"][model_type],
                            sources["tokenizer"])
-    assert summary["trust_remote_code"] is (placement != "pre") and summary["layers"] == 2 * LAYERS
-    model = load(tmp_path / "out", remote=placement != "pre")
+    remote = placement != OWN_PLACEMENT.get(model_type, "pre")
+    assert summary["trust_remote_code"] is remote and summary["layers"] == 2 * LAYERS
+    model = load(tmp_path / "out", remote=remote)
     with torch.no_grad():
         logits = model(input_ids=IDS, attention_mask=MASK).logits
     torch.testing.assert_close(logits, student_logits(student), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("model_type", list(PREFIXES))
-def test_pre_norm_exports_as_the_familys_own_class(tmp_path, sources, model_type):
-    """No remote code: the family's CausalLM with S = active layers, an untied head, the tokenizer."""
-    trained_phase(tmp_path / "phase", sources["teachers"][model_type], "pre", active_blocks=BLOCKS)
+@pytest.mark.parametrize("model_type", [t for t in PREFIXES if OWN_PLACEMENT.get(t, "pre")])
+def test_the_own_placement_exports_as_the_familys_own_class(tmp_path, sources, model_type):
+    """No remote code: the family's CausalLM with S = active layers, an untied head, the tokenizer; for
+    Gemma 2 and 3 the sandwich student, their layer's four norms."""
+    placement = OWN_PLACEMENT.get(model_type, "pre")
+    trained_phase(tmp_path / "phase", sources["teachers"][model_type], placement, active_blocks=BLOCKS)
     export_phase(tmp_path / "phase", tmp_path / "out", sources["teachers"][model_type], sources["tokenizer"])
     model = load(tmp_path / "out", remote=False)
     assert type(model).__name__ == f"{PREFIXES[model_type]}ForCausalLM"

@@ -1,5 +1,6 @@
 """Any decoder-only teacher family (normgrow.model.family): the student is built from the teacher's own
-sub-layers, refuses an unsupported family by name, and trains and is diagnosed through the
+sub-layers, refuses an unsupported family (or a setting it cannot keep) by name, starts its boundary
+norm from the teacher's final norm or at the identity, and trains and is diagnosed through the
 trainer's path, for tiny randomly initialised teachers of every supported family."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import torch
 from conftest import REPO, SEED, tiny_run_config
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from normgrow.model.family import PREFIXES, family
+from normgrow.model.family import PREFIXES, attention_kernel, family
 from normgrow.model.student import BlockStackStudent
 from normgrow.spec.curriculum import phase_spec
 from normgrow.spec.execution import Execution
@@ -33,11 +34,21 @@ class FakeTokenizer:
         return self.size
 
 
-def tiny_teacher(model_type: str, layers: int = 2):
-    config = AutoConfig.for_model(model_type, vocab_size=64, hidden_size=32, intermediate_size=64,
-                                  num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                                  head_dim=8, max_position_embeddings=64, tie_word_embeddings=False)
-    config._attn_implementation = "sdpa"
+# What a tiny config of a family must set beside its dimensions: Gemma 2's final logit cap is refused
+# (normgrow.model.family), Phi-3's default padding id (32000) lies outside a 64-token vocabulary.
+FAMILY_OPTIONS = {"gemma2": {"final_logit_softcapping": None}, "phi3": {"pad_token_id": None}}
+
+
+def tiny_config(model_type: str, layers: int = 2, **options):
+    """A config of the family with the tests' tiny dimensions (2 layers of width 32, 64 tokens)."""
+    fields = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=8, max_position_embeddings=64, tie_word_embeddings=False)
+    return AutoConfig.for_model(model_type, **{**fields, **FAMILY_OPTIONS.get(model_type, {}), **options})
+
+
+def tiny_teacher(model_type: str, layers: int = 2, **options):
+    config = tiny_config(model_type, layers, **options)
+    config._attn_implementation = attention_kernel(config, "sdpa")
     torch.manual_seed(0)
     teacher = AutoModelForCausalLM.from_config(config).eval()
     with torch.no_grad():
@@ -47,25 +58,62 @@ def tiny_teacher(model_type: str, layers: int = 2):
     return teacher
 
 
+# The student's norms under the family decoder layer's names, by the placement whose layer that is; OLMo 2's
+# layer is a sandwich layer without the input norms (no placement: the test removes them).
+OLMO2_NORM_NAMES = {"attn_out_layernorm": "post_attention_layernorm", "mlp_out_layernorm": "post_feedforward_layernorm"}
+
+
 @pytest.mark.parametrize("model_type", list(PREFIXES))
-def test_pre_norm_student_is_the_teachers_own_decoder(model_type):
-    """A one-layer pre-norm student given a one-layer teacher's weights computes the teacher's
-    final hidden states: the family's attention, MLP, norm and rotary classes, Gemma's √H embedding
-    scale and (1 + w) norms included."""
-    teacher = tiny_teacher(model_type, layers=1)
-    student = BlockStackStudent.from_teacher(teacher, "pre", 1, 1, seed=0).eval()
+def test_the_familys_own_placement_is_the_teachers_own_decoder(model_type):
+    """A one-layer student of the family's own placement (pre-norm; sandwich for Gemma 2 and 3) given a
+    one-layer teacher's weights computes the teacher's final hidden states: the family's attention
+    (Gemma 2's capped logits, Gemma 3's and OLMo 2's q/k norms, Phi-3's fused projections), MLP, norm
+    and rotary classes, Gemma's √H embedding scale and (1 + w) norms included. The teacher's layer is a
+    global-attention layer (layer_types), as every student layer is. OLMo 2's layer is a sandwich layer
+    without its input norms: the sandwich student matches it once those are removed."""
+    teacher = tiny_teacher(model_type, layers=1, **({"layer_types": ["full_attention"]}
+                                                   if model_type in ("gemma2", "gemma3_text") else {}))
     f = family(teacher.config)
+    placement = f.own_placement or "sandwich"
+    student = BlockStackStudent.from_teacher(teacher, placement, 1, 1, seed=0).eval()
     layer = student.blocks[0][0]
     assert type(layer.self_attn) is f.attention and type(layer.mlp) is f.mlp and type(student.boundary_norm) is f.norm
-    names = {"input_layernorm": "attn_layernorm", "post_attention_layernorm": "mlp_layernorm"}
-    state = {next((names[k] + rest for k in names if name.startswith(k) for rest in [name[len(k):]]), name): value
-             for name, value in teacher.model.layers[0].state_dict().items()}
+    names = f.own_norm_names if f.own_placement else OLMO2_NORM_NAMES
+    if not f.own_placement:
+        layer.attn_layernorm, layer.mlp_layernorm = torch.nn.Identity(), torch.nn.Identity()
+    to_student = {theirs: ours for ours, theirs in names.items()}
+    state = {next((to_student[k] + rest for k in to_student if name.startswith(k + ".") for rest in [name[len(k):]]),
+                  name): value for name, value in teacher.model.layers[0].state_dict().items()}
     layer.load_state_dict(state)
     ids = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))
     mask = torch.ones_like(ids)
     with torch.no_grad():
         expected = teacher.model(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
         torch.testing.assert_close(student(ids, mask), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", list(PREFIXES))
+@pytest.mark.parametrize("init", ["teacher", "identity"])
+def test_the_boundary_norm_starts_from_the_teachers_final_norm_or_at_the_identity(model_type, init):
+    """`student.boundary_norm_init`: `teacher` (the paper's) copies the teacher's final norm, `identity`
+    sets the family's norm identity (1; 0 for Gemma's (1 + w) norms), where the boundary norm computes
+    plain x̂, for pre-norm's N_final and post-norm's N_entry alike; the blocks draw the same weights."""
+    teacher = tiny_teacher(model_type)
+    x = torch.randn(3, 32)
+    for placement in ("pre", "post"):
+        student = BlockStackStudent.from_teacher(teacher, placement, 2, 1, seed=0, boundary_norm_init=init)
+        with torch.no_grad():
+            if init == "teacher":
+                assert torch.equal(student.boundary_norm.weight, teacher.model.norm.weight)
+                assert not torch.allclose(student.boundary_norm(x), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)))
+            else:
+                rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + student.config.rms_norm_eps)
+                torch.testing.assert_close(student.boundary_norm(x), rms, rtol=1e-6, atol=1e-6)
+        paper = BlockStackStudent.from_teacher(teacher, placement, 2, 1, seed=0)
+        pairs = zip(student.blocks.parameters(), paper.blocks.parameters(), strict=True)
+        assert all(torch.equal(a, b) for a, b in pairs)
+    with pytest.raises(ValueError, match="boundary_norm_init must be one of teacher, identity, not 'ones'"):
+        BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0, boundary_norm_init="ones")
 
 
 @pytest.mark.parametrize("model_type", ["gemma", "llama"])
@@ -79,17 +127,52 @@ def test_fresh_norms_are_the_identity(model_type):
 
 
 @pytest.mark.parametrize("model_type", list(PREFIXES))
+def test_deepnorm_scales_the_value_output_and_mlp_projections_of_every_family(model_type):
+    """DeepNorm's β on the same draw as pre-norm's: the value, output and MLP projections ×β, every other
+    weight as drawn; Phi-3's value rows of the fused qkv_proj (not its q/k rows) and its whole gate_up_proj."""
+    teacher = tiny_teacher(model_type)
+    pre = dict(BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0).blocks.named_parameters())
+    deep = BlockStackStudent.from_teacher(teacher, "deepnorm", 2, 1, seed=0)
+    beta = deep.blocks[0][0].beta
+    values = teacher.config.num_key_value_heads * 8  # head_dim 8
+    for name, weight in deep.blocks.named_parameters():
+        expected = pre[name].clone()
+        if name.endswith("qkv_proj.weight"):
+            expected[-values:] *= beta
+        elif any(part in name for part in ("v_proj", "o_proj", "mlp.")):
+            expected *= beta
+        torch.testing.assert_close(weight.detach(), expected, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("init", ["teacher", "identity"])
+def test_the_trainer_starts_the_boundary_norm_as_the_config_says(init):
+    """The phase's student (normgrow.train.trainer.build_student) takes `student.boundary_norm_init` from
+    the phase spec: a Gemma teacher's final norm, far from the identity, or the identity (0)."""
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.trainer import build_student
+
+    teacher = tiny_teacher("gemma")
+    config = tiny_run_config()
+    config["student"]["boundary_norm_init"] = init
+    student, _ = build_student(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), teacher,
+                               None, Ranks(0, 1, torch.device("cpu")))
+    expected = teacher.model.norm.weight if init == "teacher" else torch.zeros(32)
+    assert torch.equal(student.boundary_norm.weight.detach(), expected)
+
+
+@pytest.mark.parametrize("model_type", list(PREFIXES))
 def test_hybridnorm_normalises_every_heads_queries_keys_and_values(model_type):
     """HybridNorm's QKV normalisation in every family (Qwen3's own q/k norms, a per-head norm added
     elsewhere): scaling a query, key or value projection changes nothing; without the norm it would."""
     student = BlockStackStudent.from_teacher(tiny_teacher(model_type), "hybridnorm", 2, 1, seed=0).eval()
     ids = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))
     mask = torch.ones_like(ids)
+    names = ("qkv_proj",) if model_type == "phi3" else ("q_proj", "k_proj", "v_proj")  # Phi-3's fused one
     weights = [getattr(projection, "linear", projection).weight for block in student.blocks
-               for projection in (block[0].self_attn.q_proj, block[0].self_attn.k_proj, block[0].self_attn.v_proj)]
+               for projection in (getattr(block[0].self_attn, name) for name in names)]
     with torch.no_grad():
         for weight in weights:
-            weight.mul_(100.0)  # projections far above the norms' ε, so that only the norm sets the scale
+            weight.mul_(1000.0)  # projections far above the norms' ε, so that only the norm sets the scale
         before = student(ids, mask)
         for weight in weights:
             weight.mul_(3.0)
@@ -103,6 +186,32 @@ def test_unsupported_family_is_refused_by_name():
     config = AutoConfig.for_model("gpt2", n_layer=1, n_embd=32, n_head=4, vocab_size=64)
     with pytest.raises(ValueError, match="'gpt2' is not supported; supported decoder families: qwen3, qwen2, llama"):
         family(config)
+
+
+def test_what_a_family_cannot_keep_is_refused_by_name():
+    """Gemma 2's final logit cap (its released configs' default; the loss forms uncapped logits) and a
+    bidirectional Gemma 3 (no decoder) are refused, each naming the setting."""
+    with pytest.raises(ValueError, match="gemma2: final_logit_softcapping=30.0 is not supported"):
+        family(tiny_config("gemma2", final_logit_softcapping=30.0))
+    with pytest.raises(ValueError, match="gemma3_text: use_bidirectional_attention is set"):
+        family(tiny_config("gemma3_text", use_bidirectional_attention=True))
+
+
+def test_gemma2s_capped_attention_runs_eager_and_keeps_its_cap():
+    """SDPA has no softcap: a Gemma 2 student asked for SDPA runs eager (as its teacher must), and its
+    attention logits are capped (a different cap changes the output)."""
+    teacher = tiny_teacher("gemma2")
+    student = BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0, attn_implementation="sdpa").eval()
+    assert student.config._attn_implementation == "eager" and teacher.config._attn_implementation == "eager"
+    with torch.no_grad():
+        for name, param in student.blocks.named_parameters():
+            if "q_proj" in name or "k_proj" in name:
+                param.mul_(50.0)  # attention logits far past the cap
+        ids = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))
+        capped = student(ids, torch.ones_like(ids))
+        for block in student.blocks:
+            block[0].self_attn.attn_logit_softcapping = 1.0
+        assert not torch.allclose(student(ids, torch.ones_like(ids)), capped, atol=1e-4)
 
 
 @pytest.mark.parametrize("model_type", list(PREFIXES))
@@ -130,14 +239,16 @@ def test_trainer_and_diagnostics_take_any_family(workspace, tmp_path, model_type
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", ["gemma"])
+@pytest.mark.parametrize("model_type", ["gemma", "gemma2", "gemma3_text", "olmo2", "phi3"])
 def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_type):
     """The CI-sized workflow with a teacher directory, as a user brings one: weights, config and its
     own tokenizer (`tokenizer.train: false`), the boundary token looked up in that tokenizer, the
     teacher check, growth and diagnostics. Gemma: the family furthest from the default's Qwen3 (tied
-    embeddings, its own norm and MLP); the other families' teacher loading, check, training and
-    diagnostics are the fast tests above, since nothing in the workflow depends on the family. The
-    teacher is random, so the check's margin is waived."""
+    embeddings, its own norm and MLP); Gemma 2 (eager attention for its capped logits, sliding and
+    global teacher layers), Gemma 3 (per-type rotary bases), OLMo 2 (its layer no placement) and
+    Phi-3 (fused projections): the families added beside the first five, once each. The first five's
+    teacher loading, check, training and diagnostics are the fast tests above. The teacher is random,
+    so the check's margin is waived."""
     import subprocess
 
     import yaml
@@ -147,9 +258,8 @@ def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_
 
     texts = ["the residual stream is normalised before or after each sub-layer."] * 20
     tokenizer = train_tokenizer(texts, vocab_size=300, boundary_token="<|endoftext|>")
-    config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                                  max_position_embeddings=128, tie_word_embeddings=model_type == "gemma")
+    config = tiny_config(model_type, vocab_size=len(tokenizer), max_position_embeddings=128,
+                         tie_word_embeddings=model_type.startswith("gemma"))
     teacher_dir = tmp_path / "teacher"
     AutoModelForCausalLM.from_config(config).save_pretrained(teacher_dir)
     tokenizer.save_pretrained(teacher_dir)
@@ -176,12 +286,11 @@ def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_
                          + [("llama", {"attention_bias": True, "mlp_bias": True}), ("gemma", {"attention_bias": True})])
 def test_the_plan_counts_every_familys_parameters(model_type, options):
     """normgrow.cluster.plan's formulas count the family's layers and the whole teacher exactly (Qwen2's q/k/v
-    biases, Qwen3's q/k norms, `attention_bias`, `mlp_bias`), and the student's decoder likewise."""
+    biases, the q/k norms of Qwen3, Gemma 3 and OLMo 2, Gemma 2 and 3's four layer norms, `attention_bias`,
+    `mlp_bias`), and a pre-norm student's decoder likewise."""
     from normgrow.cluster.plan import layer_parameters, student_parameters, teacher_parameters
 
-    config = AutoConfig.for_model(model_type, vocab_size=64, hidden_size=32, intermediate_size=64,
-                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                                  tie_word_embeddings=False, **options)
+    config = tiny_config(model_type, **options)
     teacher = AutoModelForCausalLM.from_config(config)
     assert layer_parameters(config) == sum(p.numel() for p in teacher.model.layers[0].parameters())
     assert teacher_parameters(config) == teacher.num_parameters()

@@ -1,7 +1,8 @@
 """Resource plan of a configuration: parameter counts, per-GPU memory and tokens per phase.
 
 Parameter counts are exact for the layers of every supported teacher family (q/k/v/o projections,
-SwiGLU MLP, two layer norms, Qwen3's q/k RMSNorms, the family's biases), for a pre/post-norm student.
+SwiGLU MLP, the layer's norms, the q/k RMSNorms of Qwen3, Gemma 3 and OLMo 2, the family's biases), for
+a pre/post-norm student.
 Memory is an estimate per GPU for FSDP2 over `gpus` ranks, for a job of `students` phases (a group
 on one teacher forward per batch, `resources.train.group_size`; one is a phase alone), whose
 students step one after the other on the same batch:
@@ -45,26 +46,44 @@ GB = 1e9
 WRITE_GB_PER_S = 1.0  # an assumed file system rate, for the resume state's save time only
 
 
-def layer_parameters(c) -> int:
-    """One decoder layer of the teacher's family (normgrow.model.family): q/k/v/o projections, SwiGLU MLP,
-    two RMSNorms; Qwen3's per-head q/k RMSNorms; biases where the family has them (Qwen2's q/k/v
-    always; `attention_bias` on q/k/v/o and Llama's `mlp_bias` where the config sets them)."""
+# Norms on the residual stream of one teacher layer where a family has other than pre-norm's two
+# (Gemma 2 and 3: sandwich; normgrow.model.family); a pre/post-norm student layer has two.
+LAYER_NORMS = {"gemma2": 4, "gemma3_text": 4}
+
+
+def sublayer_parameters(c) -> int:
+    """One decoder layer's attention and MLP of the teacher's family (normgrow.model.family), the norms
+    inside attention included: q/k/v/o projections (Phi-3's fused qkv_proj has as many weights),
+    SwiGLU MLP; Qwen3's and Gemma 3's per-head q/k RMSNorms, OLMo 2's over the full q and k widths;
+    biases where the family has them (Qwen2's q/k/v always; `attention_bias` on q/k/v/o and Llama's
+    `mlp_bias` where the config sets them)."""
     h, i = c.hidden_size, c.intermediate_size
     hd = getattr(c, "head_dim", None) or h // c.num_attention_heads
     q, kv = c.num_attention_heads * hd, c.num_key_value_heads * hd
     model_type = getattr(c, "model_type", "qwen3")
-    attention = h * q + 2 * h * kv + q * h + (2 * hd if model_type == "qwen3" else 0)
+    attention = h * q + 2 * h * kv + q * h
+    if model_type in ("qwen3", "gemma3_text"):
+        attention += 2 * hd
+    elif model_type == "olmo2":
+        attention += q + kv
     if model_type == "qwen2":
         attention += q + 2 * kv
     elif getattr(c, "attention_bias", False):
         attention += q + 2 * kv + h
     mlp = 3 * h * i + (2 * i + h if getattr(c, "mlp_bias", False) else 0)
-    return attention + mlp + 2 * h
+    return attention + mlp
+
+
+def layer_parameters(c) -> int:
+    """One decoder layer of the teacher: its attention and MLP (sublayer_parameters) and its own norms
+    (two RMSNorms; four for Gemma 2 and 3)."""
+    return sublayer_parameters(c) + LAYER_NORMS.get(getattr(c, "model_type", "qwen3"), 2) * c.hidden_size
 
 
 def student_parameters(teacher_config, blocks: int, layers_per_block: int) -> dict[str, int]:
+    """A pre/post-norm student's parameters: the teacher's sub-layers and two norms per layer."""
     h, v = teacher_config.hidden_size, teacher_config.vocab_size
-    decoder = blocks * layers_per_block * layer_parameters(teacher_config)
+    decoder = blocks * layers_per_block * (sublayer_parameters(teacher_config) + 2 * h)
     return {"embedding": v * h, "decoder": decoder, "boundary_norm": h, "head": v * h,
             "total": 2 * v * h + decoder + h, "trainable": v * h + decoder + h}
 
@@ -99,7 +118,7 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
     chunk = min(t["loss_chunk"], positions)
     # one fp32 process keeps the plain module: nothing is gathered (normgrow.train.distributed.shard_student)
     gathered = 0 if gpus == 1 and compute == 4 else compute * (counts["embedding"] + counts["head"] + h
-                                                                 + 2 * layer_parameters(teacher_config))
+                                                                 + 2 * counts["decoder"] // layers)
     shared = shares_teacher_forward(students)  # the teacher's hidden states held through every backward
     stages = {
         "teacher forward (one layer, inference)": teacher_bytes * tokens * (3 * i + 4 * h),

@@ -120,10 +120,11 @@ def fake_teacher(teacher_config, dtype: str, attn_implementation: str):
     """The teacher as `load_teacher` builds it, from its config alone (call under FakeTensorMode)."""
     from transformers import AutoModelForCausalLM
 
+    from normgrow.model.family import attention_kernel
     from normgrow.train.teacher import DTYPES
 
-    teacher = AutoModelForCausalLM.from_config(teacher_config, dtype=DTYPES[dtype],
-                                               attn_implementation=attn_implementation)
+    kernel = attention_kernel(teacher_config, attn_implementation)
+    teacher = AutoModelForCausalLM.from_config(teacher_config, dtype=DTYPES[dtype], attn_implementation=kernel)
     return teacher.eval().requires_grad_(False)
 
 

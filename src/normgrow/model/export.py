@@ -5,10 +5,11 @@ A phase directory (results/phases/{key}) holds the student's weights under its o
 rebuilds the student's first `active_blocks` blocks from the teacher's config and writes a directory
 that `AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` load:
 
-- a pre-norm student *is* its teacher family's decoder (embedding, S = active blocks × L layers of the
-  family's own decoder layer, final norm, untied head; `PreNormLayer` is the family's DecoderLayer
-  under other norm names), so it is written as the family's own class (Qwen3ForCausalLM,
-  LlamaForCausalLM, ...), which loads without remote code;
+- a student of the family's own placement (normgrow.model.family: pre-norm for most, sandwich for
+  Gemma 2 and 3, none for OLMo 2) *is* its teacher family's decoder (embedding, S = active blocks × L
+  layers of the family's own decoder layer, final norm, untied head; `PreNormLayer` or `SandwichLayer`
+  is the family's DecoderLayer under other norm names), so it is written as the family's own class
+  (Qwen3ForCausalLM, Gemma2ForCausalLM, ...), which loads without remote code;
 - every other placement is written as `NormgrowForCausalLM` (normgrow.model.modeling_normgrow: the
   training code's BlockStackStudent and its head), whose code is copied into the directory with the
   modules of normgrow.model it imports (student, placement, layout, family) and loads with
@@ -29,6 +30,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from normgrow.model.family import family
 from normgrow.model.placement import layer_classes
 from normgrow.model.student import BlockStackStudent, student_config
 from normgrow.spec.execution import PHASE_FILES
@@ -39,8 +41,6 @@ BLOCK = re.compile(r"blocks\.(\d+)\.(\d+)\.")
 # directory as one package).
 REMOTE_ROOTS = ("configuration_normgrow", "modeling_normgrow")
 RELATIVE_IMPORT = re.compile(r"^from normgrow\.model\.(\w+) import", flags=re.MULTILINE)
-# PreNormLayer's norms under the family decoder layer's names.
-PRE_NORM_NAMES = {"attn_layernorm": "input_layernorm", "mlp_layernorm": "post_attention_layernorm"}
 
 
 def read_phase(phase_dir: Path) -> dict:
@@ -94,13 +94,14 @@ def load_teacher_config(teacher, revision: str | None = None):
 def export_config(teacher_config, layers: int):
     """The family config of `layers` exported layers: the student's (normgrow.model.student.student_config),
     with an untied head (the student trains its own), no sliding window (the student's causal mask
-    spans the whole sequence, whatever the teacher's config says), and none of the settings
-    student_config adds that the family's config class does not declare (transformers loads a Mistral
-    config with `layer_types` as Ministral)."""
+    spans the whole sequence, whatever the teacher's config says; a class that declares `layer_types`
+    keeps its window, which its global layers never apply: Gemma 2 and 3 build a sliding mask whatever
+    their layers), and none of the settings student_config adds that the family's config class does
+    not declare (transformers loads a Mistral config with `layer_types` as Ministral)."""
     config = student_config(teacher_config, layers)
     config.tie_word_embeddings = False
     declared = {field.name for field in dataclasses.fields(config)}
-    if "sliding_window" in declared:
+    if "sliding_window" in declared and "layer_types" not in declared:
         config.sliding_window = None
     for name in ("layer_types", "use_sliding_window"):
         if name not in declared:
@@ -120,12 +121,13 @@ def exported_tensors(phase: dict) -> dict[str, torch.Tensor]:
             if not (m := BLOCK.match(name)) or int(m.group(1)) < phase["active_blocks"]}
 
 
-def pre_norm_name(name: str, layers_per_block: int) -> str:
-    """A pre-norm student's parameter name under its family's CausalLM (blocks.b.i → model.layers.b·L+i)."""
+def own_name(name: str, layers_per_block: int, norm_names: dict) -> str:
+    """The parameter name of a student of its family's own placement under the family's CausalLM
+    (blocks.b.i → model.layers.b·L+i, the layer's norms under the family's names `norm_names`)."""
     if m := BLOCK.match(name):
         rest = name[m.end():]
         head, _, tail = rest.partition(".")
-        rest = f"{PRE_NORM_NAMES.get(head, head)}.{tail}"
+        rest = f"{norm_names.get(head, head)}.{tail}"
         return f"model.layers.{int(m.group(1)) * layers_per_block + int(m.group(2))}.{rest}"
     if name == "boundary_norm.weight":
         return "model.norm.weight"
@@ -150,7 +152,7 @@ def check_fit(phase: dict, teacher_config) -> None:
 
 def build_export(phase: dict, teacher_config):
     """The exported model holding the phase's weights (not yet saved): the family's CausalLM for a
-    pre-norm student, NormgrowForCausalLM otherwise."""
+    student of the family's own placement, NormgrowForCausalLM otherwise."""
     from transformers import AutoModelForCausalLM
 
     from normgrow.model.configuration_normgrow import NormgrowConfig
@@ -159,8 +161,9 @@ def build_export(phase: dict, teacher_config):
     L, active = phase["layers_per_block"], phase["active_blocks"]
     family_config = export_config(teacher_config, active * L)
     tensors = exported_tensors(phase)
-    if phase["placement"] == "pre":
-        tensors = {pre_norm_name(name, L): tensor for name, tensor in tensors.items()}
+    own = family(teacher_config)
+    if phase["placement"] == own.own_placement:
+        tensors = {own_name(name, L, own.own_norm_names): tensor for name, tensor in tensors.items()}
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(family_config)
     else:
@@ -217,7 +220,7 @@ def export_phase(phase_dir: Path, out: Path, teacher, tokenizer, teacher_revisio
     teacher_config = load_teacher_config(teacher, teacher_revision)
     check_fit(phase, teacher_config)
     model = build_export(phase, teacher_config)
-    remote = phase["placement"] != "pre"
+    remote = phase["placement"] != family(teacher_config).own_placement
     tokenizer_revision = teacher_revision if str(tokenizer) == str(teacher) else None  # the teacher's own
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer), revision=tokenizer_revision)
     partial = out.with_name(f".{out.name}.partial")

@@ -41,6 +41,17 @@ class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
                                          config.layers_per_block, built_blocks=config.active_blocks)
         self.post_init()
 
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """transformers' initialisation, and the rotary embedding's buffers (not in the checkpoint) as its
+        class computes them from the config: the generic initialisation knows only `inv_freq`, not Gemma
+        3's one per layer type (`full_attention_inv_freq`), which it would leave unset."""
+        super()._init_weights(module)
+        if module is getattr(getattr(self, "student", None), "rotary_emb", None):
+            fresh = type(module)(module.config)
+            for name, buffer in fresh.named_buffers():
+                module.get_buffer(name).copy_(buffer)
+
     def get_input_embeddings(self) -> nn.Embedding:
         return self.student.embed_tokens
 

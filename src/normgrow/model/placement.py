@@ -102,9 +102,20 @@ class DeepNormLayer(_Layer):
 
     @torch.no_grad()
     def scale_init_(self) -> None:
-        for linear in (self.self_attn.v_proj, self.self_attn.o_proj, self.mlp.gate_proj, self.mlp.up_proj,
-                       self.mlp.down_proj):
-            linear.weight.mul_(self.beta)
+        for weight in value_output_and_mlp_weights(self.self_attn, self.mlp):
+            weight.mul_(self.beta)
+
+
+def value_output_and_mlp_weights(attn: nn.Module, mlp: nn.Module) -> list[torch.Tensor]:
+    """The value, output and MLP projections' weights (views into the fused ones: Phi-3's value rows of
+    `qkv_proj`, its whole `gate_up_proj`)."""
+    if hasattr(attn, "qkv_proj"):
+        values = attn.config.num_key_value_heads * attn.head_dim
+        weights = [attn.qkv_proj.weight[-values:], attn.o_proj.weight]
+    else:
+        weights = [attn.v_proj.weight, attn.o_proj.weight]
+    mlp_names = ("gate_up_proj", "down_proj") if hasattr(mlp, "gate_up_proj") else ("gate_proj", "up_proj", "down_proj")
+    return weights + [getattr(mlp, name).weight for name in mlp_names]
 
 
 class _NormedHeads(nn.Module):
@@ -121,21 +132,43 @@ class _NormedHeads(nn.Module):
         return self.head_norm(y.view(*y.shape[:-1], -1, self.head_dim)).view(y.shape)
 
 
+class _NormedFusedHeads(nn.Module):
+    """A fused q/k/v projection (Phi-3's `qkv_proj`) followed by an RMSNorm over each head's dimensions,
+    one norm for the queries, one for the keys, one for the values (as three _NormedHeads would)."""
+
+    def __init__(self, linear: nn.Linear, head_dim: int, widths: tuple[int, int, int], norm: type, eps: float):
+        super().__init__()
+        self.linear = linear
+        self.widths = widths
+        self.head_dim = head_dim
+        self.q_norm, self.k_norm, self.v_norm = (norm(head_dim, eps=eps) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        parts = self.linear(x).split(self.widths, dim=-1)
+        return torch.cat([n(y.view(*y.shape[:-1], -1, self.head_dim)).view(y.shape)
+                          for n, y in zip((self.q_norm, self.k_norm, self.v_norm), parts, strict=True)], dim=-1)
+
+
 class HybridNormLayer(_Layer):
     """HybridNorm (Zhuo et al. 2025): QKV normalisation inside attention — RMSNorm on every head's
     queries, keys and values — and post-norm around the FFN's input: u = h + Attn_qkv(h);
     h = N_m(u); h = h + MLP(h). Queries and keys take the family's own per-head norms where it has
-    them (Qwen3's q/k norms), otherwise a per-head norm on the projection's output, before RoPE, as
-    Qwen3 places its own; values always take one. It has no attention-input norm: one RMSNorm of H
+    them (Qwen3's and Gemma 3's per head, OLMo 2's over the full width), otherwise a per-head norm on the
+    projection's output, before RoPE, as Qwen3 places its own (Phi-3: on each of the fused projection's
+    q, k and v parts); values always take one. It has no attention-input norm: one RMSNorm of H
     weights per layer instead of pre/post's two, plus the per-head norms (head_dim weights each).
     Boundary: N_final (its output is not normalised)."""
 
     def __init__(self, config, layer_idx: int, depth: int):
         super().__init__(config, layer_idx, depth)
         attn, norm = self.self_attn, family(config).norm
-        projections = ("v_proj",) if hasattr(attn, "q_norm") else ("q_proj", "k_proj", "v_proj")
-        for name in projections:
-            setattr(attn, name, _NormedHeads(getattr(attn, name), attn.head_dim, norm, config.rms_norm_eps))
+        if hasattr(attn, "qkv_proj"):  # Phi-3: one fused projection, no q/k norms of its own
+            q, kv = config.num_attention_heads * attn.head_dim, config.num_key_value_heads * attn.head_dim
+            attn.qkv_proj = _NormedFusedHeads(attn.qkv_proj, attn.head_dim, (q, kv, kv), norm, config.rms_norm_eps)
+        else:
+            projections = ("v_proj",) if hasattr(attn, "q_norm") else ("q_proj", "k_proj", "v_proj")
+            for name in projections:
+                setattr(attn, name, _NormedHeads(getattr(attn, name), attn.head_dim, norm, config.rms_norm_eps))
         del self.attn_layernorm
 
     def forward(self, h, position_embeddings, attention_mask):

@@ -2,7 +2,10 @@
 
 K blocks × L decoder layers of one placement, between a frozen copy of the teacher's embedding and
 a trainable copy of its LM head, with one model-boundary RMSNorm initialised from the teacher's
-final norm. `active_blocks` selects how many blocks the forward pass runs (curriculum growth);
+final norm (the paper's start, `student.boundary_norm_init: teacher`) or at the identity (`identity`:
+the family's norm_identity, so that it computes plain x̂ — the teacher's final norm scales a
+Gemma stream by (1 + w), RMS ≈ 54, which pre-norm's N_final passes on to the head and post-norm's
+N_entry feeds into its first layer). `active_blocks` selects how many blocks the forward pass runs (curriculum growth);
 inactive blocks keep their weights untouched. This is the one definition of the stack's forward:
 training runs it, and the exported model (normgrow.model.modeling_normgrow) wraps it.
 """
@@ -14,7 +17,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from transformers.masking_utils import create_causal_mask
 
-from normgrow.model.family import family
+from normgrow.model.family import attention_kernel, family
 from normgrow.model.layout import boundary
 from normgrow.model.placement import layer_classes
 
@@ -24,7 +27,9 @@ def student_config(teacher_config, num_layers: int, attn_implementation: str = "
     teacher's layer dimensions.
 
     The attention implementation is always set explicitly: a config without one makes
-    `create_causal_mask` return None for unpadded batches, and attention then runs non-causal.
+    `create_causal_mask` return None for unpadded batches, and attention then runs non-causal (eager
+    for SDPA where the family caps attention logits: normgrow.model.family.attention_kernel). Every
+    layer is a global-attention layer (normgrow.model.family: why).
     """
     fields = teacher_config.to_dict()
     for key in ("architectures", "auto_map", "model_type", "transformers_version", "dtype", "torch_dtype"):
@@ -32,7 +37,7 @@ def student_config(teacher_config, num_layers: int, attn_implementation: str = "
     fields.update(num_hidden_layers=num_layers, layer_types=["full_attention"] * num_layers,
                   use_sliding_window=False)
     config = family(teacher_config).config_class(**fields)
-    config._attn_implementation = attn_implementation
+    config._attn_implementation = attention_kernel(config, attn_implementation)
     return config
 
 
@@ -53,6 +58,7 @@ def init_qwen3_(module: nn.Module, std: float, generator: torch.Generator, norm_
 
 
 ZEROED_OUTPUTS = ("self_attn.o_proj.weight", "mlp.down_proj.weight")  # the zero operator's projections
+BOUNDARY_NORM_INITS = ("teacher", "identity")  # student.boundary_norm_init
 
 
 class BlockStackStudent(nn.Module):
@@ -70,6 +76,7 @@ class BlockStackStudent(nn.Module):
             raise ValueError("config.num_hidden_layers must equal the built blocks × layers_per_block")
         if config._attn_implementation is None:
             raise ValueError("set config._attn_implementation explicitly (see student_config)")
+        config._attn_implementation = attention_kernel(config, config._attn_implementation)
         self.config = config
         self.placement = placement
         self.num_blocks = num_blocks
@@ -93,16 +100,24 @@ class BlockStackStudent(nn.Module):
 
     @classmethod
     def from_teacher(cls, teacher, placement: str, num_blocks: int, layers_per_block: int,
-                     seed: int, attn_implementation: str = "sdpa") -> BlockStackStudent:
-        """Student with the teacher's embedding (frozen), LM head and final norm (trainable), and
-        all K blocks freshly initialised from `seed` — identical for every placement and curriculum."""
+                     seed: int, attn_implementation: str = "sdpa",
+                     boundary_norm_init: str = "teacher") -> BlockStackStudent:
+        """Student with the teacher's embedding (frozen) and LM head (trainable), the boundary norm
+        (trainable) from the teacher's final norm or at the identity (`boundary_norm_init`), and all K
+        blocks freshly initialised from `seed` — identical for every placement and curriculum."""
+        if boundary_norm_init not in BOUNDARY_NORM_INITS:
+            raise ValueError(f"boundary_norm_init must be one of {', '.join(BOUNDARY_NORM_INITS)}, "
+                             f"not {boundary_norm_init!r}")
         config = student_config(teacher.config, num_blocks * layers_per_block, attn_implementation)
         student = cls(config, placement, num_blocks, layers_per_block)
         student.init_blocks(seed)
         with torch.no_grad():
             student.embed_tokens.weight.copy_(teacher.get_input_embeddings().weight)
             student.lm_head.weight.copy_(teacher.get_output_embeddings().weight)
-            student.boundary_norm.weight.copy_(teacher.base_model.norm.weight)
+            if boundary_norm_init == "teacher":
+                student.boundary_norm.weight.copy_(teacher.base_model.norm.weight)
+            else:
+                student.boundary_norm.weight.fill_(student.family.norm_identity)
         return student
 
     def init_blocks(self, seed: int) -> None:
@@ -168,7 +183,8 @@ class BlockStackStudent(nn.Module):
         mask = create_causal_mask(config=self.config, inputs_embeds=h,
                                   attention_mask=attention_mask if padded else None, past_key_values=None,
                                   position_ids=position_ids)
-        position_embeddings = self.rotary_emb(h, position_ids)
+        layer_type = self.family.rotary_layer_type  # Gemma 3: its global layers' rotary base
+        position_embeddings = self.rotary_emb(h, position_ids, *([layer_type] if layer_type else []))
         if boundaries is not None:
             boundaries.append(h)
         gated = h

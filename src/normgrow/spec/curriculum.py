@@ -35,6 +35,9 @@ from normgrow.spec.schedule import lr_at
 # train.* keys that change a phase's result (their kind in the schema; those that do not: normgrow.spec.execution)
 TRAIN_SCIENCE = keys_of(("train",), "science")
 KEY_LENGTH = 16  # hex digits of SHA-256 in a phase key
+# student.* keys added after phases were first keyed, with the value every phase had before them: a phase
+# at that value keeps the key it had (the paper's phases keep their keys, as a `random` growth does).
+STUDENT_KEYED_BEYOND = {"boundary_norm_init": "teacher"}
 # The document iterator's order (normgrow.train.data), part of every phase key and of the teacher's
 # pretraining parameters, so that results read in another order are never taken for these.
 DOCUMENT_ORDER = "every epoch of the shard permuted by (seed, epoch)"
@@ -240,7 +243,9 @@ class PhaseSpec:
     @property
     def key(self) -> str:
         """Hex digest of the normalised spec: equal keys mean the same trained result."""
-        identity = {**asdict(self), "phases": [p.identity() for p in self.phases], "document_order": DOCUMENT_ORDER}
+        student = {k: v for k, v in self.student.items() if (k, v) not in STUDENT_KEYED_BEYOND.items()}
+        identity = {**asdict(self), "student": student, "phases": [p.identity() for p in self.phases],
+                    "document_order": DOCUMENT_ORDER}
         blob = json.dumps(canonical_numbers(identity), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:KEY_LENGTH]
 

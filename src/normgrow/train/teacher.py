@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from normgrow.model.family import attention_kernel
 from normgrow.spec.schedule import lr_at
 from normgrow.train.data import DataPosition, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import default_device
@@ -24,11 +25,13 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 def load_teacher(name_or_path: str, dtype: str = "float32", attn_implementation: str = "sdpa",
                  revision: str | None = None):
     """The frozen teacher in eval mode (hub id at `revision` — teacher.revision: a commit sha, branch or
-    tag; None: the hub's default branch — or local path)."""
-    from transformers import AutoModelForCausalLM
+    tag; None: the hub's default branch — or local path), under `attn_implementation` as its family
+    runs it (normgrow.model.family.attention_kernel: eager for Gemma 2's capped attention)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-    teacher = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=DTYPES[dtype],
-                                                   attn_implementation=attn_implementation, revision=revision)
+    config = AutoConfig.from_pretrained(name_or_path, revision=revision)
+    teacher = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=DTYPES[dtype], revision=revision,
+                                                   attn_implementation=attention_kernel(config, attn_implementation))
     teacher.eval().requires_grad_(False)
     return teacher
 

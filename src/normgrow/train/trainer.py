@@ -50,7 +50,14 @@ from tqdm import tqdm
 
 from normgrow.model.student import BlockStackStudent
 from normgrow.spec import science_code
-from normgrow.spec.curriculum import DataPosition, PhaseSpec, Training, snapshot_steps, stream_key
+from normgrow.spec.curriculum import (
+    STUDENT_KEYED_BEYOND,
+    DataPosition,
+    PhaseSpec,
+    Training,
+    snapshot_steps,
+    stream_key,
+)
 from normgrow.spec.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Execution, shares_teacher_forward
 from normgrow.train.attempts import drop_errors, keep_finished, record_error
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
@@ -496,7 +503,8 @@ def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Modul
     phase's state (at phase 0, a fresh run's)."""
     s, phase = spec.student, spec.phase
     student = BlockStackStudent.from_teacher(teacher, spec.placement, s["blocks"], s["layers_per_block"],
-                                             spec.seed, s["attn_implementation"])
+                                             spec.seed, s["attn_implementation"],
+                                             s.get("boundary_norm_init", STUDENT_KEYED_BEYOND["boundary_norm_init"]))
     if spec.index == 0:
         before = {"data": DataPosition().as_dict(), "run_counters": dict.fromkeys(COUNTERS, 0), "global_step": 0}
     else:
