@@ -36,5 +36,7 @@ rule formation:
         "results/formation.json",
     log:
         "logs/formation.log",
+    conda:
+        "../../envs/normgrow.yaml"
     script:
         "../scripts/formation.py"
