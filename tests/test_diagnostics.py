@@ -11,11 +11,13 @@ from normgrow.model.student import BlockStackStudent
 from normgrow.train.data import collate
 from normgrow.train.diagnostics import (
     angular_distance,
+    attention_on_structural,
     diagnose,
     kurtosis,
     per_token_rms,
     rms_stats,
     scalar_outlier,
+    scalar_structural_over_regular,
     structural_mask,
 )
 from normgrow.train.forward import positions_and_labels
@@ -71,6 +73,47 @@ def test_one_outlier_dimension_is_found_as_a_scalar_where_the_token_rms_dilutes_
     assert float(rms.max() / rms.median()) == pytest.approx(math.sqrt((63 + 100**2) / 64))
     assert scalar_outlier(h, mask) == {"scalar_max_over_median": 100.0, "scalar_max": 100.0, "scalar_median": 1.0,
                                        "scalar_dimension": 17, "scalar_position": 3}
+
+
+def test_structural_over_regular_scalar_compares_each_token_s_largest_activation():
+    """Every |activation| 1 but one dimension of each document's first token (structural) at 50 and at 10: the
+    structural tokens' largest scalars average 30, the regular ones' 1; a larger value in padding never
+    enters, and a regular token's RMS would dilute neither mean."""
+    h = torch.ones(2, 4, 64)
+    h[0, 0, 3], h[1, 0, 9] = 50.0, -10.0
+    h[0, 3, 1] = 1000.0  # padding
+    batch = collate([np.array([0, 5, 6]), np.array([0, 7, 8, 9])], pad_id=0)
+    structural = structural_mask(batch, special_ids=[0])
+    assert scalar_structural_over_regular(h, batch.attention_mask, structural) == pytest.approx(30.0)
+
+
+def test_attention_on_structural_keys_of_known_weights():
+    """Uniform causal attention puts 1/(q + 1) on position 0 from query q > 0; position 0's own query and the
+    padding's are not counted."""
+    batch = collate([np.array([0, 5, 6, 7]), np.array([0, 7])], pad_id=0)
+    weights = torch.tril(torch.ones(4, 4)) / torch.arange(1, 5)[:, None]
+    weights = weights.expand(2, 3, 4, 4)  # 2 documents, 3 heads
+    structural = structural_mask(batch, special_ids=[0])
+    expected = (1 / 2 + 1 / 3 + 1 / 4 + 1 / 2) / 4
+    assert attention_on_structural(weights, structural, batch.attention_mask) == pytest.approx(expected)
+
+
+def test_the_student_s_attention_on_structural_tokens_is_measured_per_block(teacher):
+    """With every query zeroed, each of the student's layers attends uniformly: every block's attention on
+    position 0 is the exact uniform value, reported after the block (boundaries 1, 2), not on the embedding's
+    boundary 0; the student's own attention kernel is restored after the eager forward."""
+    student = BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0)
+    with torch.no_grad():
+        for block in student.blocks:
+            for layer in block:
+                layer.self_attn.q_proj.weight.zero_()
+    batch = collate([np.arange(1, 9), np.arange(3, 8)], pad_id=0)
+    report = diagnose(student, batch, special_ids=[0])
+    expected = float(torch.tensor([1 / (q + 1) for n in (8, 5) for q in range(1, n)]).mean())
+    assert [b["all"].get("attention_on_structural") for b in report["boundaries"]] == [
+        None, pytest.approx(expected, rel=1e-5), pytest.approx(expected, rel=1e-5)]
+    assert student.config._attn_implementation == "sdpa"
+    assert all("scalar_structural_over_regular" in b["all"] for b in report["boundaries"])
 
 
 def test_structural_tokens_are_special_ids_and_first_position():

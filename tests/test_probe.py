@@ -37,6 +37,8 @@ def test_an_outlier_token_is_found_on_its_structural_position():
     assert max(r["max_over_median"] for r in plain) < 5
     for row in outlier:  # the scale rides the residual stream through every layer
         assert row["max_over_median"] > 50 and row["structural_over_regular"] > 50
+        assert row["scalar_structural_over_regular"] > 50
+    assert max(r["scalar_structural_over_regular"] for r in plain) < 5
 
 
 def test_an_outlier_scalar_is_found_in_its_dimension_and_position_beyond_its_token_rms():

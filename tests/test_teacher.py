@@ -76,3 +76,29 @@ def test_the_teacher_is_loaded_at_its_revision(tmp_path, monkeypatch):
     assert not load_teacher(str(tmp_path), revision="0123abc").training
     load_teacher(str(tmp_path))
     assert asked == ["0123abc", None]
+
+
+def test_pretraining_snapshots_are_the_model_at_evenly_spaced_updates(tmp_path):
+    """teacher.pretrain.snapshots = 2 of 4 updates: the callback sees the model after updates 2 and 4, the
+    last the returned teacher itself; the snapshot at 2 differs from the final weights, and training goes on
+    after it as it would without snapshots (the same final weights)."""
+    import io
+
+    from normgrow.train.teacher import pretrain_teacher
+
+    rng = np.random.default_rng(0)
+    save_tokens([[0, *rng.integers(1, 16, size=7)] for _ in range(8)], tmp_path / "train")
+    spec = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 8, "intermediate_size": 32, "max_position_embeddings": 16, "steps": 4, "batch_size": 4,
+            "lr": 1e-2, "weight_decay": 0.0, "warmup_fraction": 0.0, "boundary_embedding": "trained"}
+    seen = {}
+
+    def snapshot(step, model):
+        seen[step] = model.lm_head.weight.detach().clone()
+
+    model = pretrain_teacher({**spec, "snapshots": 2}, [None] * 16, TokenStore(tmp_path / "train"), pad_id=0,
+                             seed=0, log=io.StringIO(), on_snapshot=snapshot)
+    plain = pretrain_teacher(spec, [None] * 16, TokenStore(tmp_path / "train"), pad_id=0, seed=0, log=io.StringIO())
+    assert sorted(seen) == [2, 4]
+    assert torch.equal(seen[4], model.lm_head.weight) and not torch.equal(seen[2], seen[4])
+    assert torch.equal(model.lm_head.weight, plain.lm_head.weight)

@@ -4,6 +4,7 @@
 # placement effects of every scale side by side. Two studies ship:
 #   snakemake -s workflow/study.smk --cores 2                                  # configs/study.yaml: seeds × width
 #   snakemake -s workflow/study.smk --cores 2 --configfile configs/ladder.yaml # training per parameter
+# (and others under configs/: calibration, formation — study.analysis says what the last rule reads).
 # On a cluster: snakemake -s workflow/study.smk --profile slurm ... (docs/cluster.md, Studies on the cluster).
 import copy
 import os
@@ -37,6 +38,17 @@ if SHARED_TEACHER:
             raise ValueError(f"study.scales.{scale} sets {', '.join(clash)}, but study.shared_teacher: true pretrains "
                              "one teacher for every scale: set them in study.common")
 TEACHER = f"{OUT}/teacher.model"
+ANALYSIS = STUDY.get("analysis", "effects")
+# What a scale's nested workflow builds and what the study copies out of it (named by output):
+# the 2 × 2's report for effects and calibration; for formation (normgrow.paper.formation) the teacher's
+# probes along pretraining and the diagnosed checkpoints, results/formation.json.
+if ANALYSIS == "formation":
+    NESTED_TARGET = "results/formation.json"
+    SCALE_OUTPUTS = {"formation": ("formation.json", "results/formation.json")}
+else:
+    NESTED_TARGET = "results/paper"
+    SCALE_OUTPUTS = {"phases": ("phases.csv", "results/metrics/phases.csv"),
+                     "check": ("check.json", "results/teacher/check.json")}
 WORKFLOW = os.path.join(workflow.basedir, "..", "Snakefile")
 
 
@@ -56,7 +68,8 @@ def teacher_overrides():
 
 
 def scale_overrides(scale):
-    """What the scale changes in the embedded default: seeds, runs, no diagnostics, its sizes."""
+    """What the scale changes in the embedded default: seeds, runs, no diagnostics (unless the scale asks for
+    them), its sizes."""
     return merge({"seeds": STUDY["seeds"], "build": STUDY["build"], "diagnostics": {"runs": []},
                   **teacher_overrides()}, copy.deepcopy(STUDY["scales"][scale]))
 
@@ -75,7 +88,7 @@ localrules:
     shared_teacher,
 
 
-if STUDY.get("analysis", "effects") == "effects":
+if ANALYSIS == "effects":
 
     rule study:
         input:
@@ -95,6 +108,22 @@ if STUDY.get("analysis", "effects") == "effects":
             f"logs/{STUDY['name']}/effects.log",
         script:
             "scripts/study_effects.py"
+
+elif ANALYSIS == "formation":  # structural-token scale along training (normgrow.paper.formation)
+
+    rule study:
+        input:
+            expand(f"{OUT}/{{scale}}.formation.json", scale=SCALES),
+        output:
+            table=f"{OUT}/formation.md",
+            csv=f"{OUT}/formation.csv",
+            figure=f"{OUT}/formation.png",
+        params:
+            scales=SCALES,
+        log:
+            f"logs/{STUDY['name']}/formation.log",
+        script:
+            "scripts/study_formation.py"
 
 else:  # analysis: calibration — joint runs only, over a grid of settings (normgrow.paper.calibration)
 
@@ -136,18 +165,18 @@ rule scale:
         config=f"{OUT}/{{scale}}/config.yaml",
         teacher=[TEACHER] if SHARED_TEACHER else [],
     output:
-        phases=f"{OUT}/{{scale}}.phases.csv",
-        check=f"{OUT}/{{scale}}.check.json",
+        **{name: f"{OUT}/{{scale}}.{suffix}" for name, (suffix, _) in SCALE_OUTPUTS.items()},
     params:
         nested=lambda wildcards: nested_options(),
     threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
+    priority: lambda wildcards: len(SCALES) - SCALES.index(wildcards.scale)  # in the order listed, the first first
     log:
         f"logs/{STUDY['name']}/{{scale}}.log",
     shell:
         "snakemake -s {WORKFLOW} --directory {OUT}/{wildcards.scale} --cores {threads} {params.nested} "
-        "--configfile $PWD/{input.config} -- results/paper > {log} 2>&1 && "
-        "cp {OUT}/{wildcards.scale}/results/metrics/phases.csv {output.phases} && "
-        "cp {OUT}/{wildcards.scale}/results/teacher/check.json {output.check}"
+        "--configfile $PWD/{input.config} -- {NESTED_TARGET} > {log} 2>&1"
+        + "".join(f" && cp {OUT}/{{wildcards.scale}}/{source} {{output.{name}}}"
+                  for name, (_, source) in SCALE_OUTPUTS.items())
 
 
 rule teacher_config:

@@ -24,6 +24,7 @@ from normgrow.spec.curriculum import (
     PhaseTable,
     run_checkpoints,
     run_phases,
+    snapshot_steps,
 )
 from normgrow.spec.execution import PHASE_FILES, SNAPSHOTS_DIR
 

@@ -22,3 +22,21 @@ rule diagnose:
         "../../envs/normgrow.yaml"
     script:
         "../scripts/diagnose.py"
+
+
+# One scale of the formation study (configs/formation.yaml): the teacher's probes along pretraining
+# (teacher.pretrain.snapshots, each with its validation CE) and the diagnosed runs' checkpoints, in one file
+# the study reads (normgrow.paper.formation). Not the teacher's check: a teacher-only scale is read whatever
+# its CE (a student's phases still need the check).
+rule formation:
+    input:
+        teacher_snapshots=["results/teacher/probe_snapshots.json"] if TEACHER_SNAPSHOTS else [],
+        diagnostics=all_diagnostics(),
+    output:
+        "results/formation.json",
+    log:
+        "logs/formation.log",
+    conda:
+        "../../envs/normgrow.yaml"
+    script:
+        "../scripts/formation.py"

@@ -1,9 +1,15 @@
+# With teacher.pretrain.snapshots = n, the teacher is also saved after n evenly spaced updates (its formation
+# along training, probed by probe_teacher_snapshots; configs/formation.yaml).
+TEACHER_SNAPSHOTS = (config["teacher"].get("pretrain") or {}).get("snapshots", 0) if not config["teacher"]["name"] else 0
+
+
 rule pretrain_teacher:
     input:
         tokenizer="results/data/tokenizer",
         tokens="results/data/tokens",
     output:
-        directory("results/teacher/model"),
+        model=directory("results/teacher/model"),
+        **({"snapshots": directory("results/teacher/snapshots")} if TEACHER_SNAPSHOTS else {}),
     params:
         pretrain=pretrain_recipe(config),
         seed=pretrain_seed(config),
@@ -69,3 +75,31 @@ rule probe_teacher:
         "../../envs/normgrow.yaml"
     script:
         "../scripts/probe_teacher.py"
+
+
+# The probe on every snapshot of the teacher's pretraining (teacher.pretrain.snapshots), with its validation CE
+# there: how the massive activations form along training.
+if TEACHER_SNAPSHOTS:
+
+    rule probe_teacher_snapshots:
+        input:
+            snapshots="results/teacher/snapshots",
+            tokens="results/data/tokens",
+        output:
+            "results/teacher/probe_snapshots.json",
+        params:
+            steps=snapshot_steps(config["teacher"]["pretrain"]["steps"], TEACHER_SNAPSHOTS),
+            dtype=config["teacher"]["dtype"],
+            batch_size=config["train"]["batch_size"],
+            chunk=config["train"]["loss_chunk"],
+        threads: config["threads"]
+        log:
+            "logs/teacher/probe_snapshots.log",
+        benchmark:
+            "logs/benchmarks/teacher/probe_snapshots.tsv"
+        resources:
+            **job_resources(config, "model"),
+        conda:
+            "../../envs/normgrow.yaml"
+        script:
+            "../scripts/probe_teacher_snapshots.py"

@@ -8,6 +8,13 @@ Definitions (h is the residual stream, a (B, T, H) tensor; "real" = attention_ma
   with the RMS statistics of all real tokens). The massive activations of Sun et al. 2024 ("Massive
   activations in large language models") are single scalars, a few dimensions of a few tokens thousands
   of times the median magnitude; a token's RMS dilutes one such dimension by about √H;
+- structural/regular |scalar|: the mean over structural tokens of each token's largest |h_{b,t,k}| (over k)
+  ÷ the same mean over regular tokens — the structural/regular RMS with a token's RMS replaced by its
+  largest scalar, so that one massive dimension is not diluted;
+- attention on structural tokens (per layer): for each head and each real query position q > 0, the
+  attention weight summed over the structural key positions ≤ q; the mean over heads, queries and
+  documents (Sun et al. 2024's "attention sink": 0.3–0.8 on position 0 in SmolLM2-135M, uniform
+  attention gives 1/(q + 1));
 - boundary b: the stream entering block 0 (b = 0, after N_entry for post-norm) and leaving block
   b−1 (b = 1..active blocks; for pre-norm before N_final);
 - RMS statistics of a set of tokens: mean, standard deviation across tokens (population, ddof 0),
@@ -44,6 +51,22 @@ def scalar_outlier(h: torch.Tensor, attention_mask: torch.Tensor) -> dict[str, f
     top, median = magnitude[token, dimension], magnitude.median()
     return {"scalar_max_over_median": float(top / median), "scalar_max": float(top), "scalar_median": float(median),
             "scalar_dimension": dimension, "scalar_position": int(real.nonzero()[token, 1])}
+
+
+def scalar_structural_over_regular(h: torch.Tensor, attention_mask: torch.Tensor, structural: torch.Tensor) -> float:
+    """structural/regular |scalar| (module docstring); `structural` the (B, T) mask of structural_mask."""
+    real = attention_mask.bool()
+    peak = h.float().abs().amax(-1)  # (B, T): each token's largest |activation|
+    return float(peak[structural & real].mean() / peak[~structural & real].mean())
+
+
+def attention_on_structural(weights: torch.Tensor, structural: torch.Tensor, attention_mask: torch.Tensor) -> float:
+    """Attention on structural tokens of one layer (module docstring) from its (B, heads, T, T) weights."""
+    keys = structural[:, None, None, :].float()  # (B, 1, 1, T): structural key positions
+    queries = attention_mask.bool().clone()
+    queries[:, 0] = False  # queries after position 0
+    mass = (weights.float() * keys).sum(-1).mean(1)  # (B, T): per query, over heads
+    return float(mass[queries].mean())
 
 
 def kurtosis(x: torch.Tensor) -> float:
@@ -92,18 +115,49 @@ def next_token_ce(student, batch: Batch, skip_block: int | None = None,
 
 
 @torch.inference_mode()
+def block_attention_on_structural(student, batch: Batch, structural: torch.Tensor) -> list[float]:
+    """Attention on structural tokens (module docstring) of every active block: the mean over its layers, from
+    one forward with eager attention (the student's own kernel restored after it)."""
+    per_layer: dict[int, list[float]] = {}
+    hooks = []
+
+    def on_attention(block):
+        def hook(module, args, output):
+            per_layer.setdefault(block, []).append(attention_on_structural(output[1], structural, batch.attention_mask))
+            return (output[0], None)
+        return hook
+
+    for b in range(student.active_blocks):
+        hooks += [layer.self_attn.register_forward_hook(on_attention(b)) for layer in student.blocks[b]]
+    kernel = student.config._attn_implementation
+    student.config._attn_implementation = "eager"  # the layers share this config: they return their weights
+    try:
+        student(batch.input_ids, batch.attention_mask)
+    finally:
+        student.config._attn_implementation = kernel
+        for h in hooks:
+            h.remove()
+    return [sum(per_layer[b]) / len(per_layer[b]) for b in range(student.active_blocks)]
+
+
+@torch.inference_mode()
 def diagnose(student, batch: Batch, special_ids: list[int], removal: bool = True, chunk: int = 4096) -> dict:
     """All checkpoint-level diagnostics of `student` (at its active depth) on one batch; CE logits
     `chunk` positions at a time."""
     student.eval()
     streams: list[torch.Tensor] = []
     student(batch.input_ids, batch.attention_mask, boundaries=streams)
-    structural = structural_mask(batch, special_ids)[batch.attention_mask.bool()]
+    mask = structural_mask(batch, special_ids)
+    structural = mask[batch.attention_mask.bool()]
+    attention = block_attention_on_structural(student, batch, mask)
     boundaries = []
     for b, h in enumerate(streams):
         rms = per_token_rms(h, batch.attention_mask)
-        boundaries.append({"boundary": b, "all": rms_stats(rms) | scalar_outlier(h, batch.attention_mask),
-                           "structural": rms_stats(rms[structural]),
+        every = rms_stats(rms) | scalar_outlier(h, batch.attention_mask) | {
+            "scalar_structural_over_regular": scalar_structural_over_regular(h, batch.attention_mask, mask)}
+        if b >= 1:  # the attention of the block the stream has just left
+            every["attention_on_structural"] = attention[b - 1]
+        boundaries.append({"boundary": b, "all": every, "structural": rms_stats(rms[structural]),
                            "regular": rms_stats(rms[~structural]), "per_token_rms": rms.tolist()})
     report = {"active_blocks": student.active_blocks, "boundaries": boundaries,
               "structural_tokens": int(structural.sum()), "real_tokens": int(structural.numel())}

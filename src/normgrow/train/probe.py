@@ -13,6 +13,8 @@ stream leaving layer ℓ, before any final norm):
   massive activations are single scalars, which the per-token RMS dilutes by about √width);
 - structural/regular RMS: the mean per-token RMS of the structural tokens
   (normgrow.train.diagnostics.structural_mask: special ids and the first position) ÷ that of the others;
+- structural/regular |scalar|: the same with each token's largest |activation| in place of its RMS
+  (normgrow.train.diagnostics.scalar_structural_over_regular);
 - attention on structural tokens: for each head and each real query position q > 0, the attention
   weight summed over the structural key positions ≤ q; the mean over heads, queries and documents
   (eager attention: the probe loads or runs the model with `attn_implementation="eager"`).
@@ -26,7 +28,13 @@ from __future__ import annotations
 import torch
 
 from normgrow.train.data import Batch
-from normgrow.train.diagnostics import per_token_rms, scalar_outlier, structural_mask
+from normgrow.train.diagnostics import (
+    attention_on_structural,
+    per_token_rms,
+    scalar_outlier,
+    scalar_structural_over_regular,
+    structural_mask,
+)
 
 
 def _first(output):
@@ -43,9 +51,6 @@ def massive_activations(model, batch: Batch, special_ids: list[int]) -> list[dic
     layers = model.get_decoder().layers
     real = batch.attention_mask.bool()
     structural = structural_mask(batch, special_ids)
-    keys = structural[:, None, None, :].float()  # (B, 1, 1, T): structural key positions
-    queries = real.clone()
-    queries[:, 0] = False  # queries after position 0
     rows: list[dict] = [{"layer": i + 1} for i in range(len(layers))]
     hooks = []
 
@@ -57,14 +62,14 @@ def massive_activations(model, batch: Batch, special_ids: list[int]) -> list[dic
             rows[i].update(max_over_median=float(rms.max() / rms.median()),
                            structural_over_regular=float(rms[flat].mean() / rms[~flat].mean()),
                            max_rms=float(rms.max()), median_rms=float(rms.median()),
-                           **scalar_outlier(h, batch.attention_mask))
+                           **scalar_outlier(h, batch.attention_mask),
+                           scalar_structural_over_regular=scalar_structural_over_regular(h, batch.attention_mask,
+                                                                                         structural))
         return hook
 
     def on_attention(i):
         def hook(module, args, output):
-            weights = output[1]  # (B, H, T, T)
-            mass = (weights.float() * keys).sum(-1).mean(1)  # (B, T): per query, over heads
-            rows[i]["attention_on_structural"] = float(mass[queries].mean())
+            rows[i]["attention_on_structural"] = attention_on_structural(output[1], structural, batch.attention_mask)
             return (output[0], None)
         return hook
 

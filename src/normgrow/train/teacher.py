@@ -12,6 +12,7 @@ import torch
 from tqdm import tqdm
 
 from normgrow.model.family import attention_kernel
+from normgrow.spec.curriculum import snapshot_steps
 from normgrow.spec.schedule import lr_at
 from normgrow.train.data import DataPosition, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import default_device
@@ -37,9 +38,11 @@ def load_teacher(name_or_path: str, dtype: str = "float32", attn_implementation:
 
 
 def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed: int, log=None,
-                     tracker: Tracker | None = None):
+                     tracker: Tracker | None = None, on_snapshot=None):
     """Train a fresh Qwen3ForCausalLM with next-token CE (on the GPU if there is one), logging each
-    update to `tracker` (normgrow.train.tracking); returns the model."""
+    update to `tracker` (normgrow.train.tracking); returns the model. With `spec["snapshots"]` = n > 0,
+    `on_snapshot(step, model)` is called after each of n evenly spaced updates, the last the final one
+    (normgrow.spec.curriculum.snapshot_steps; the teacher's formation along training: configs/formation.yaml)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
@@ -58,6 +61,7 @@ def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed
                                   weight_decay=spec["weight_decay"])
     batches = DocumentIterator(train, DataPosition(), len(train), spec["batch_size"], pad_id, seed)
     steps = spec["steps"]
+    snapshots = set(snapshot_steps(steps, spec.get("snapshots", 0)))
     progress = tqdm(range(1, steps + 1), desc="teacher pretraining", mininterval=5, file=log)
     for t in progress:
         lr = lr_at(t, steps, spec["lr"], spec["lr"] * 0.1, spec["warmup_fraction"])
@@ -74,6 +78,9 @@ def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed
         if tracker is not None:
             tracker.log_update({"loss": loss.item(), "ce": loss.item(), "lr": lr, "grad_norm": grad_norm.item(),
                                 "tokens": batch.tokens}, t)
+        if t in snapshots and on_snapshot is not None:
+            on_snapshot(t, model.eval())
+            model.train()
     return model.eval()
 
 

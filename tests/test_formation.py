@@ -1,0 +1,129 @@
+"""The formation study (normgrow.paper.formation) on probes and diagnostics whose answers are known, and its DAG."""
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from normgrow.paper.formation import (
+    STUDENT_RATIO,
+    draw,
+    formation_rows,
+    formed,
+    markdown,
+    reach,
+    summary,
+)
+
+
+def layer(n, massive, attention, ratio=None):
+    return {"layer": n, "max_over_median": massive, "structural_over_regular": ratio or massive,
+            "scalar_max_over_median": 10 * massive, "scalar_structural_over_regular": 2 * massive,
+            "attention_on_structural": attention}
+
+
+def teacher_probe(steps=(100, 200, 400)):
+    """Three snapshots; the largest token grows 5 → 10 → 40 in layer 2, the attention on position 0 peaks in
+    layer 1: 0.1 → 0.2 → 0.5."""
+    massive = {100: 5.0, 200: 10.0, 400: 40.0}
+    attention = {100: 0.1, 200: 0.2, 400: 0.5}
+    return {"snapshots": [{"step": s, "validation_ce": 4.0 - s / 1000,
+                           "layers": [layer(1, 2.0, attention[s]), layer(2, massive[s], 0.05)]} for s in steps]}
+
+
+def checkpoint(step, run, placement, structural, regular=1.0):
+    def boundary(b, s):
+        return {"boundary": b, "all": {"max": 3 * s, "median": 1.0, "scalar_max_over_median": 50.0,
+                                       "scalar_structural_over_regular": 4.0, "attention_on_structural": 0.2},
+                "structural": {"mean": s}, "regular": {"mean": regular}}
+    return {"run": run, "seed": 1, "placement": placement, "global_step": step,
+            "boundaries": [{"boundary": 0, "all": {"max": 1.0, "median": 1.0}, "structural": {"mean": 1.0},
+                            "regular": {"mean": 1.0}}, boundary(1, structural), boundary(2, 99.0)]}
+
+
+BUNDLE = {"teacher_snapshots": teacher_probe(),
+          "diagnostics": [checkpoint(50, "pre-joint", "pre", 2.0), checkpoint(100, "pre-joint", "pre", 10.0),
+                          checkpoint(100, "post-joint", "post", 50.0)]}
+
+
+def test_the_teacher_is_read_at_its_strongest_layer_and_the_student_after_block_0():
+    rows = formation_rows("s", BUNDLE).set_index(["subject", "step"])
+    teacher = rows.loc[("teacher", 400)]
+    assert (teacher["max_over_median"], teacher["max_over_median_at"]) == (40.0, 2)
+    assert (teacher["attention_on_structural"], teacher["attention_on_structural_at"]) == (0.5, 1)
+    assert teacher["scalar_max_over_median"] == 400.0 and teacher["validation_ce"] == pytest.approx(3.6)
+    student = rows.loc[("pre-joint (seed 1)", 100)]  # boundary 1, not 2's 99; post-norm's runs are not read
+    assert student["structural_over_regular"] == 10.0 and student["max_over_median"] == 30.0
+    assert student["attention_on_structural"] == 0.2 and student["scalar_structural_over_regular"] == 4.0
+    assert set(rows.index.get_level_values("subject")) == {"teacher", "pre-joint (seed 1)"}
+
+
+def test_formed_needs_both_teacher_thresholds_or_the_student_s_quarter_of_the_paper():
+    assert formed({"subject": "teacher", "max_over_median": 20.0, "attention_on_structural": 0.3})
+    assert not formed({"subject": "teacher", "max_over_median": 145.0, "attention_on_structural": 0.29})
+    assert not formed({"subject": "teacher", "max_over_median": 19.9, "attention_on_structural": 0.8})
+    assert formed({"subject": "pre-joint (seed 1)", "structural_over_regular": 9.25})
+    assert not formed({"subject": "pre-joint (seed 1)", "structural_over_regular": 9.2})
+    assert STUDENT_RATIO == 37 / 4
+
+
+def test_reach_extrapolates_a_power_law_and_refuses_a_falling_trend():
+    steps = [100, 200, 400, 800]
+    values = [2 * (s / 100) ** 0.5 for s in steps]  # 20 at 100 × 10² updates
+    assert reach(steps, values, 20.0) == pytest.approx(10_000)
+    assert reach(steps, values, 2.5) == 200  # a snapshot that reached it: its own step
+    assert reach(steps, [4.0, 3.0, 2.0, 1.0], 20.0) is None
+    assert reach([100], [1.0], 20.0) is None
+    # only the later half: an early peak below the threshold does not bend the line
+    assert reach([50, *steps], [15.0, *values], 20.0) == pytest.approx(10_000)
+
+
+def test_summary_table_and_figure(tmp_path):
+    rows = formation_rows("s", BUNDLE)
+    table = summary(rows).set_index("subject")
+    assert table.loc["teacher", "formed_at"] == 400  # 40× with 0.5 on position 0; at 200 neither
+    assert table.loc["pre-joint (seed 1)", "formed_at"] == 100
+    assert table.loc["teacher", "steps"] == 400 and table.loc["teacher", "criterion"] == "max_over_median"
+    unformed = summary(formation_rows("s", {"teacher_snapshots": teacher_probe((100, 200))}))
+    assert unformed["formed_at"].iloc[0] is None or math.isnan(unformed["formed_at"].iloc[0])
+    text = markdown(rows, summary(rows))
+    assert "not formed" not in text and "| s | teacher | 400 |" in text
+    assert "not formed" in markdown(formation_rows("s", {"teacher_snapshots": teacher_probe((100, 200))}), unformed)
+    paths = draw(pd.concat([rows, formation_rows("t", {"teacher_snapshots": teacher_probe()})]), tmp_path / "f.png")
+    assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_formation_study_dag_runs_every_scale_in_order(tmp_path):
+    """The formation study's dry run: every scale a nested workflow to results/formation.json, the scales
+    prioritised in the order listed; one scale's own config, dry run in its nested workflow, pretrains a
+    teacher with snapshots, probes them, trains and diagnoses the pre-norm student at 16 snapshots."""
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    config = REPO / "configs" / "formation.yaml"
+    study = [snakemake, "-s", str(REPO / "workflow" / "study.smk"), "--cores", "2", "--directory", str(tmp_path),
+             "--configfile", str(config)]
+    proc = subprocess.run([*study, "-n", "-p"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    scales = ["headline", "t6400", "t6400-lr1e-2", "t6400-wd0.5", "w128"]
+    for scale in scales:
+        assert f"results/formation/{scale}.formation.json" in proc.stdout
+        assert f"--directory results/formation/{scale} " in proc.stdout
+    assert "-- results/formation.json" in proc.stdout and "results/formation/formation.md" in proc.stdout
+    configs = ["results/formation/headline/config.yaml", "results/formation/w128/config.yaml"]
+    made = subprocess.run([*study, "--", *configs], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stdout + made.stderr
+    width = (tmp_path / "results/formation/w128/config.yaml").read_text()
+    assert "hidden_size: 128" in width and "snapshots: 8" in width
+    nested = subprocess.run([snakemake, "-s", str(REPO / "Snakefile"), "-n", "--cores", "2",
+                             "--directory", str(tmp_path / "results/formation/headline"),
+                             "--configfile", str(tmp_path / "results/formation/headline/config.yaml"),
+                             "--", "results/formation.json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert nested.returncode == 0, nested.stdout + nested.stderr
+    jobs = dict(line.split()[:2] for line in nested.stdout.splitlines()
+                if line.split()[:1] and line.split()[0] in {"pretrain_teacher", "probe_teacher_snapshots",
+                                                            "diagnose", "formation", "train_phase"})
+    assert jobs == {"pretrain_teacher": "1", "probe_teacher_snapshots": "1", "diagnose": "1", "formation": "1",
+                    "train_phase": "1"}, nested.stdout

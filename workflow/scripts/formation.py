@@ -1,0 +1,17 @@
+"""One scale of the formation study: the teacher's probes along pretraining and every diagnosed
+checkpoint (without the per-token RMS lists), bundled for normgrow.paper.formation."""
+
+import json
+from pathlib import Path
+
+from normgrow.spec.logs import job_log
+
+with job_log(snakemake.log[0]):
+    snapshots = snakemake.input.teacher_snapshots
+    checkpoints = [
+        {**report, "boundaries": [{k: v for k, v in b.items() if k != "per_token_rms"} for b in report["boundaries"]]}
+        for path in snakemake.input.diagnostics for report in json.loads(Path(path).read_text())["checkpoints"]]
+    bundle = {"teacher_snapshots": json.loads(Path(snapshots[0]).read_text()) if snapshots else None,
+              "diagnostics": checkpoints}
+    Path(snakemake.output[0]).write_text(json.dumps(bundle, indent=2) + "\n")
+    print(f"{len(checkpoints)} diagnosed checkpoints, teacher snapshots: {bool(snapshots)}")
