@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from conftest import REPO
 
 from normgrow.paper.roles import by_role, has_role
 from normgrow.paper.study import draw, markdown, scale_effects, seed_effects, tokens_per_parameter
+from normgrow.paper.study_plan import StudyPlan
+
+DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
 
 
 def phases(scale_shift: float, seeds=(1, 2, 3)) -> pd.DataFrame:
@@ -154,14 +158,46 @@ def test_a_study_started_with_its_profile_in_the_environment_hands_it_to_its_sca
     assert len(nested) == 5 and all(" --profile slurm " in line for line in nested), nested  # 4 scales + teacher
 
 
-def test_a_scale_may_not_change_what_a_shared_teacher_is_built_from(tmp_path):
+def study(**changes) -> dict:
+    """A study config's `study` key: two scales of the seeds × width study, as configs/ladder.yaml shares a
+    teacher."""
+    return {"name": "s", "seeds": [1, 2], "build": ["pre-joint", "post-joint"], "common": {"train": {"lr": 0.005}},
+            "scales": {"h64": {"student": {"blocks": 2}}, "h96": {"train": {"lr": 0.01}}}, **changes}
+
+
+@pytest.mark.parametrize("key", ["teacher", "data", "tokenizer"])
+def test_a_scale_may_not_change_what_a_shared_teacher_is_built_from(key):
     """Under study.shared_teacher: true one teacher and its tokenizer serve every scale: a scale that sets
-    teacher, data or tokenizer is refused before anything runs, by its name."""
-    snakemake = str(Path(sys.executable).parent / "snakemake")
-    rung = tmp_path / "rung.yaml"
-    rung.write_text("study:\n  scales:\n    tpp1:\n      tokenizer: {vocab_size: 512}\n")
-    proc = subprocess.run([snakemake, "-s", str(REPO / "workflow" / "study.smk"), "--directory", str(tmp_path), "-n",
-                           "--configfile", str(REPO / "configs" / "ladder.yaml"), str(rung)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0
-    assert "study.scales.tpp1 sets tokenizer, but study.shared_teacher: true" in proc.stdout + proc.stderr
+    teacher, data or tokenizer is refused before anything runs, by its name; without a shared teacher it may."""
+    scales = {"tpp1": {key: {"x": 1}}}
+    with pytest.raises(ValueError, match=f"study.scales.tpp1 sets {key}, but study.shared_teacher: true"):
+        StudyPlan.from_config(study(scales=scales, shared_teacher=True))
+    assert StudyPlan.from_config(study(scales=scales)).scale_overrides("tpp1")[key] == {"x": 1}
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"axis": "layers"}, "study.axis 'layers' is not one of student_parameters, tokens_per_parameter"),
+    ({"analysis": "ablation"}, "study.analysis 'ablation' is not one of effects, calibration, formation"),
+    ({"scales": {"teacher": {}}}, "study.scales.teacher: the name is the shared teacher's directory")])
+def test_a_study_config_is_refused_by_the_key_it_gets_wrong(changes, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        StudyPlan.from_config(study(**changes))
+
+
+def test_a_scale_runs_the_default_under_the_common_settings_then_its_own(tmp_path, monkeypatch):
+    """A scale's overrides: the study's seeds and runs, no diagnostics, the common settings, then its own (which
+    win); under a shared teacher, that teacher's directory (absolute) and its tokenizer instead of training one."""
+    monkeypatch.chdir(tmp_path)
+    plan = StudyPlan.from_config(study())
+    assert plan.scale_overrides("h96") == {"seeds": [1, 2], "build": ["pre-joint", "post-joint"],
+                                           "diagnostics": {"runs": []}, "train": {"lr": 0.01}}
+    merged = plan.merged_config("h64", DEFAULT)
+    assert merged["student"]["blocks"] == 2 and merged["train"]["lr"] == 0.005
+    assert merged["train"]["phase_steps"] == DEFAULT["train"]["phase_steps"] and merged["seeds"] == [1, 2]
+    shared = StudyPlan.from_config(study(shared_teacher=True)).scale_overrides("h64")
+    assert shared["teacher"] == {"name": str(tmp_path / "results" / "s" / "teacher.model")}
+    assert shared["tokenizer"] == {"train": False} and "teacher" not in plan.scale_overrides("h64")
+    assert DEFAULT == yaml.safe_load((REPO / "config.yaml").read_text())  # the default itself is left as it was
+    assert plan.nested_target == "results/paper" and set(plan.scale_outputs) == {"phases", "check"}
+    formation = StudyPlan.from_config(study(analysis="formation"))
+    assert formation.nested_target == "results/formation.json" and set(formation.scale_outputs) == {"formation"}
