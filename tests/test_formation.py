@@ -12,6 +12,7 @@ from conftest import REPO
 from normgrow.paper.formation import (
     STUDENT_RATIO,
     draw,
+    findings,
     formation_rows,
     formed,
     markdown,
@@ -95,6 +96,31 @@ def test_summary_table_and_figure(tmp_path):
     assert "not formed" in markdown(formation_rows("s", {"teacher_snapshots": teacher_probe((100, 200))}), unformed)
     paths = draw(pd.concat([rows, formation_rows("t", {"teacher_snapshots": teacher_probe()})]), tmp_path / "f.png")
     assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_findings_name_what_formed_or_each_subject_s_trend_and_reach():
+    """The sentences of the docs' block: the subjects that formed it and when; otherwise each subject's deciding
+    measure from its first to its last snapshot, the exponent of its later half and where that line would reach
+    the threshold (× its own length)."""
+    rows = formation_rows("s", BUNDLE)
+    lines = findings(rows, summary(rows))
+    assert lines[0] == "Formed: s pre-joint (seed 1) at update 100; s teacher at update 400."
+    unformed = formation_rows("s", {"teacher_snapshots": teacher_probe((100, 200))})
+    lines = findings(unformed, summary(unformed))
+    assert lines[0].startswith("Formed: none of the 1 subjects")
+    assert lines[1] == ("s, teacher: max/median RMS 5.00 at update 100 → 10.00 at 200; attention on position 0 "
+                        "0.100 → 0.200.")  # two snapshots: no trend of a later half
+    # 4 → 8 from 200 to 400 updates: updates^1, so 9.25 at 462.5 updates
+    rising = formation_rows("s", {"diagnostics": [checkpoint(step, "pre-joint", "pre", ratio) for step, ratio in
+                                                  ((50, 1.0), (100, 2.0), (200, 4.0), (400, 8.0))]})
+    assert findings(rising, summary(rising))[1] == (
+        "s, pre-joint (seed 1): structural/regular RMS 1.00 at update 50 → 8.00 at 400; over its later half it "
+        "grows as updates^1.00, which reaches 9.25 at 462 updates (1.16× its length).")
+    falling = formation_rows("s", {"diagnostics": [checkpoint(step, "pre-joint", "pre", ratio) for step, ratio in
+                                                   ((50, 3.0), (100, 2.0), (200, 2.0), (400, 1.0))]})
+    assert findings(falling, summary(falling))[1] == (
+        "s, pre-joint (seed 1): structural/regular RMS 3.00 at update 50 → 1.00 at 400; over its later half it "
+        "grows as updates^-1.00.")
 
 
 def test_formation_study_dag_runs_every_scale_in_order(tmp_path):

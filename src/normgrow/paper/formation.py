@@ -95,15 +95,11 @@ def formed(row) -> bool:
     return row["structural_over_regular"] >= STUDENT_RATIO
 
 
-def reach(steps, values, threshold: float) -> float | None:
-    """Updates where a least-squares line through (log step, log value) over the later half of the snapshots
-    (at least two) crosses `threshold`: the snapshot's own step if one already reaches it, None if the line
-    does not rise or fewer than two snapshots are given."""
-    points = sorted(zip(steps, values, strict=True))
-    reached = [s for s, v in points if v >= threshold]
-    if reached:
-        return float(reached[0])
-    later = points[len(points) // 2:]
+def trend(steps, values) -> tuple[float, float] | None:
+    """(slope, intercept) of the least-squares line through (log step, log value) over the later half of the
+    snapshots (at least two): the measure grows as updates^slope there. None for fewer than two."""
+    later = sorted(zip(steps, values, strict=True))
+    later = later[len(later) // 2:]
     if len(later) < 2:
         return None
     x = [math.log(s) for s, _ in later]
@@ -111,9 +107,20 @@ def reach(steps, values, threshold: float) -> float | None:
     mx, my = sum(x) / len(x), sum(y) / len(y)
     sxx = sum((a - mx) ** 2 for a in x)
     slope = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / sxx if sxx else 0.0
-    if slope <= 0:
+    return slope, my - slope * mx
+
+
+def reach(steps, values, threshold: float) -> float | None:
+    """Updates where the trend (`trend`) crosses `threshold`: the snapshot's own step if one already reaches
+    it, None if the line does not rise or fewer than two snapshots are given."""
+    reached = [s for s, v in sorted(zip(steps, values, strict=True)) if v >= threshold]
+    if reached:
+        return float(reached[0])
+    line = trend(steps, values)
+    if line is None or line[0] <= 0:
         return None
-    return math.exp(mx + (math.log(threshold) - my) / slope)
+    slope, intercept = line
+    return math.exp((math.log(threshold) - intercept) / slope)
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
@@ -135,24 +142,67 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _number(value: float, digits: int = 2) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    return "–" if _missing(value) else f"{value:.{digits}f}"
+
+
+def summary_grid(table: pd.DataFrame) -> Grid:
+    """Per scale and subject: the last snapshot's measures, formed or not, and the trend's reach."""
+    return Grid(["scale", "subject", "updates", *MEASURES.values(), "validation CE", "formed at",
+                 "trend reaches the threshold at (updates)"],
+                [[str(r["scale"]), str(r["subject"]), str(r["steps"]),
+                  *[_number(r[m], 3 if m == "attention_on_structural" else 2) for m in MEASURES],
+                  _number(r["validation_ce"], 4),
+                  "not formed" if _missing(r["formed_at"]) else str(int(r["formed_at"])),
+                  f"{MEASURES[r['criterion']]} ≥ {r['threshold']:g}: "
+                  + ("never (no rising trend)" if _missing(r["reach"]) else _updates(r["reach"]))]
+                 for _, r in table.iterrows()])
 
 
 def markdown(rows: pd.DataFrame, table: pd.DataFrame) -> str:
     """The per-subject summary (the last snapshot, formed or not, the trend's reach) and every snapshot."""
-    head = Grid(["scale", "subject", "updates", *MEASURES.values(), "validation CE", "formed at",
-                 "trend reaches the threshold at (updates)"],
-                [[str(r["scale"]), str(r["subject"]), str(r["steps"]),
-                  *[_number(r[m], 3 if m == "attention_on_structural" else 2) for m in MEASURES],
-                  _number(r["validation_ce"], 4), "not formed" if r["formed_at"] is None else str(r["formed_at"]),
-                  f"{MEASURES[r['criterion']]} ≥ {r['threshold']:g}: "
-                  + ("never (no rising trend)" if r["reach"] is None else f"{r['reach']:,.0f}")]
-                 for _, r in table.iterrows()])
     every = Grid(["scale", "subject", "updates", *MEASURES.values(), "validation CE"],
                  [[str(r["scale"]), str(r["subject"]), str(r["step"]),
                    *[_number(r[m], 3 if m == "attention_on_structural" else 2) for m in MEASURES],
                    _number(r["validation_ce"], 4)] for _, r in rows.iterrows()])
-    return to_markdown([head, every])
+    return to_markdown([summary_grid(table), every])
+
+
+def _updates(n: float) -> str:
+    return f"{n:,.0f}" if n < 1e7 else f"{n:.1e}"
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def findings(rows: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+    """The study's result in sentences, every number from `rows` and `table`: which subjects formed
+    structural-token scale; otherwise how each subject's deciding measure moved along its own training and
+    what the grid's longest teacher reached against today's teacher at the same length."""
+    formed_rows = table[[not _missing(v) for v in table["formed_at"]]]
+    lines = []
+    if formed_rows.empty:
+        lines.append(f"Formed: none of the {len(table)} subjects (teacher: max/median token RMS ≥ {TEACHER_MASSIVE:g} "
+                     f"and attention on position 0 ≥ {TEACHER_ATTENTION:g}; pre-norm student: structural/regular "
+                     f"RMS after block 0 ≥ {STUDENT_RATIO:g}).")
+    else:
+        lines.append("Formed: " + "; ".join(f"{r['scale']} {r['subject']} at update {int(r['formed_at']):,}"
+                                            for _, r in formed_rows.iterrows()) + ".")
+    for _, r in table.iterrows():
+        group = rows[(rows["scale"] == r["scale"]) & (rows["subject"] == r["subject"])].sort_values("step")
+        measure = r["criterion"]
+        first, last = group.iloc[0], group.iloc[-1]
+        attention = (f"; attention on position 0 {first['attention_on_structural']:.3f} → "
+                     f"{last['attention_on_structural']:.3f}" if r["subject"] == TEACHER else "")
+        slope = trend(group["step"], group[measure])
+        exponent = "" if slope is None else f"; over its later half it grows as updates^{slope[0]:.2f}"
+        reach_text = ("" if _missing(r["reach"]) else
+                      f", which reaches {r['threshold']:g} at {_updates(r['reach'])} updates "
+                      f"({r['reach'] / last['step']:,.3g}× its length)")
+        lines.append(f"{r['scale']}, {r['subject']}: {MEASURES[measure]} {first[measure]:.2f} at update "
+                     f"{int(first['step']):,} → {last[measure]:.2f} at {int(last['step']):,}{attention}"
+                     f"{exponent}{reach_text}.")
+    return lines
 
 
 def draw(rows: pd.DataFrame, path: Path) -> list[Path]:
