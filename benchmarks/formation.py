@@ -23,12 +23,18 @@ LEAD = "`python benchmarks/formation.py`, from docs/results/formation/formation.
 
 
 def keep(run: Path, kept: Path = KEPT, figure: Path = FIGURE) -> None:
-    """Copy a finished study's rows and table (results/formation/formation.{csv,md}) into `kept`, its figure
-    to `figure`."""
+    """Copy a finished study's rows (results/formation/formation.csv) into `kept`; its table (every snapshot)
+    and its figure (`figure`) are drawn again from them."""
+    sys.path.insert(0, str(REPO / "src"))
+    from normgrow.paper.formation import draw, markdown, summary
+
     kept.mkdir(parents=True, exist_ok=True)
-    for name in ("formation.csv", "formation.md"):
-        shutil.copyfile(run / name, kept / name)
-    shutil.copyfile(run / "formation.png", figure)
+    shutil.copyfile(run / "formation.csv", kept / "formation.csv")
+    rows = pd.read_csv(kept / "formation.csv")
+    (kept / "formation.md").write_text(markdown(rows, summary(rows)))
+    for path in draw(rows, figure):  # the PNG only: the docs show it
+        if path != figure:
+            path.unlink()
 
 
 def render(kept: Path = KEPT) -> str:

@@ -213,6 +213,7 @@ def draw(rows: pd.DataFrame, path: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     from normgrow.paper.study import save_png_and_pdf
 
@@ -231,6 +232,10 @@ def draw(rows: pd.DataFrame, path: Path) -> list[Path]:
         ax.set_xscale("log")
         if measure != "attention_on_structural":
             ax.set_yscale("log")
+        for axis in [ax.xaxis] + ([ax.yaxis] if measure != "attention_on_structural" else []):
+            axis.set_major_locator(LogLocator(subs=(1, 2, 5)))  # 1, 2, 5 × 10^k, written out
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("training updates")
         ax.set_title(title, fontsize=9)
         if not subset.empty:

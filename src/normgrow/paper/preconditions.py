@@ -21,7 +21,10 @@ and whether the mechanism the paper names can show in it at all. Each has a thre
   teacher without any outlier has no scale to inherit at structural tokens. The threshold stays on the
   per-token measure, the one it was set against (docs/miniature.md's probe tables); the largest
   max/median |scalar| (Sun et al.'s single-activation measure) is stated beside it, "not measured" for
-  a probe from before it;
+  a probe from before it. Whether the paper needs it in the teacher, or a pre-norm student forms its own
+  scale without it, is what the formation study (docs/miniature.md, "Formation study") was to decide; at
+  this size neither the teacher (×4 training, higher LR or weight decay, width 128) nor the pre-norm student
+  (7× a phase) formed it, so the measurement could not move the precondition, and it stays on the teacher;
 - a common start: pre- and post-norm's training CE at their first update (each run's phase 0, paired by
   seed) apart by at most `START_GAP_FACTOR` (100) × the paper's largest effect (its largest |Δ_joint|,
   |Δ_grow| or |interaction| in Table 1: 0.0332 nats, so ≈ 3.3 nats), under joint and under grow. The
