@@ -26,13 +26,16 @@ def main() -> None:
     parser.add_argument("modules", nargs="+", help="source files to mutate (src/normgrow/...py; globs allowed)")
     parser.add_argument("--tests", nargs="+", required=True,
                         help="test files or node ids that cover them (in-process tests: a subprocess sees no mutant)")
+    parser.add_argument("-k", dest="keyword",
+                        help="pytest's -k: leave out the chosen files' tests that run the code in a subprocess "
+                             "(a Snakemake dry run imports the mutated modules there)")
     parser.add_argument("--mutants", nargs="+", default=[],
                         help="mutant names or globs to test again (normgrow.paper.stats.x_mean_ci__mutmut_*)")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
     args = parser.parse_args()
     settings = config()
     settings.only_mutate = args.modules
-    settings.pytest_add_cli_args_test_selection = args.tests
+    settings.pytest_add_cli_args_test_selection = [*args.tests, *(["-k", args.keyword] if args.keyword else [])]
     cli(["run", "--max-children", str(args.max_children), *args.mutants])
 
 
