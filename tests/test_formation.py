@@ -18,6 +18,8 @@ from normgrow.paper.formation import (
     markdown,
     reach,
     summary,
+    summary_grid,
+    trend,
 )
 
 
@@ -168,3 +170,76 @@ def test_the_miniature_block_is_what_the_kept_rows_give():
     assert text[start:end].strip() == command.render().strip(), "rerun the block's command"
     rows = pd.read_csv(REPO / "docs" / "results" / "formation" / "formation.csv")
     assert not any(formed(r) for _, r in rows.iterrows())
+
+
+def test_a_student_s_ratios_divide_after_block_0_and_skip_checkpoints_without_it():
+    """max/median over every token and structural/regular means, at boundary 1; a checkpoint diagnosed without
+    boundary 1 (an older diagnostics file) is left out, not the end of the student's rows."""
+    early = checkpoint(50, "pre-joint", "pre", 2.0)
+    early["boundaries"] = early["boundaries"][:1]
+    later = checkpoint(100, "pre-joint", "pre", 12.0, regular=4.0)
+    later["boundaries"][1]["all"]["median"] = 2.0
+    rows = formation_rows("s", {"diagnostics": [checkpoint(50, "post-joint", "post", 5.0), early, later]})
+    assert list(rows["step"]) == [100]  # post-norm's checkpoints are not read, and do not end the reading
+    assert rows["max_over_median"].iloc[0] == 18.0 and rows["structural_over_regular"].iloc[0] == 3.0
+    assert "index" not in rows.columns
+
+
+def test_a_teacher_snapshot_without_a_measure_reads_it_as_missing():
+    """A probe written before a measure existed (no attention in its layers): that measure is NaN at no layer,
+    the others are read."""
+    probe = teacher_probe((100,))
+    for entry in probe["snapshots"][0]["layers"]:
+        del entry["attention_on_structural"]
+    row = formation_rows("s", {"teacher_snapshots": probe}).iloc[0]
+    assert math.isnan(row["attention_on_structural"]) and row["attention_on_structural_at"] is None
+    assert row["max_over_median"] == 5.0
+
+
+def test_a_trend_over_one_step_is_flat_and_a_flat_trend_never_reaches():
+    assert trend([100] * 4, [1.0, 1.0, 1.0, math.e]) == (0.0, 0.5)  # no spread of steps: no slope, not a division by 0
+    assert reach([100, 200, 400, 800], [2.0, 2.0, 2.0, 2.0], 20.0) is None
+    assert reach([100, 200], [1.0, 20.0], 20.0) == 200  # exactly the threshold reaches it
+
+
+def test_the_summary_keeps_the_study_s_order_of_scales_and_says_when_it_formed():
+    rows = pd.concat([formation_rows("w128", BUNDLE), formation_rows("headline", BUNDLE)])
+    table = summary(rows)
+    assert list(table["scale"]) == ["w128", "w128", "headline", "headline"]
+    grid = summary_grid(table)
+    formed_at = grid.columns.index("formed at")
+    assert [row[formed_at] for row in grid.rows[:2]] == ["100", "400"]
+
+
+def test_every_snapshot_is_a_row_of_the_markdown_below_the_summary():
+    rows = formation_rows("s", BUNDLE)
+    text = markdown(rows, summary(rows))
+    every = text.split("\n\n")[1].splitlines()
+    assert every[0] == ("| scale | subject | updates | max/median RMS | structural/regular RMS | "
+                        "max/median \\|scalar\\| | structural/regular \\|scalar\\| | attention on structural | "
+                        "validation CE |")
+    assert "| s | teacher | 400 | 40.00 | 40.00 | 400.00 | 80.00 | 0.500 | 3.6000 |" in every
+    assert "| s | pre-joint (seed 1) | 100 | 30.00 | 10.00 | 50.00 | 4.00 | 0.200 | – |" in every
+
+
+def test_the_figure_draws_each_subject_against_updates_beside_its_threshold(tmp_path, monkeypatch):
+    import normgrow.paper.study
+
+    figures = []
+    monkeypatch.setattr(normgrow.paper.study, "save_png_and_pdf", lambda fig, path: figures.append(fig) or [])
+    draw(pd.concat([formation_rows("s", BUNDLE), formation_rows("t", {"teacher_snapshots": teacher_probe()})]),
+         tmp_path / "f.png")
+    panels = figures[0].axes
+    assert [ax.get_title() for ax in panels] == ["teacher: max/median token RMS (strongest layer)",
+                                                 "teacher: attention on position 0",
+                                                 "pre-norm student: structural/regular RMS after block 0"]
+    lines = [{line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
+             for ax in panels]
+    assert lines[0]["s"] == ([100, 200, 400], [5.0, 10.0, 40.0]) and set(lines[0]) >= {"s", "t"}
+    assert lines[1]["t"] == ([100, 200, 400], [0.1, 0.2, 0.5])
+    assert lines[2]["s: pre-joint (seed 1)"] == ([50, 100], [2.0, 10.0])
+    thresholds = [[line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"] for ax in panels]
+    assert thresholds == [[20.0], [0.3], [37 / 4]]
+    assert [(ax.get_xscale(), ax.get_yscale()) for ax in panels] == [("log", "log"), ("log", "linear"),
+                                                                    ("log", "log")]
+    assert all(ax.get_xlabel() == "training updates" and ax.get_legend() is not None for ax in panels)

@@ -178,7 +178,11 @@ def test_a_scale_may_not_change_what_a_shared_teacher_is_built_from(key):
 @pytest.mark.parametrize(("changes", "message"), [
     ({"axis": "layers"}, "study.axis 'layers' is not one of student_parameters, tokens_per_parameter"),
     ({"analysis": "ablation"}, "study.analysis 'ablation' is not one of effects, calibration, formation"),
-    ({"scales": {"teacher": {}}}, "study.scales.teacher: the name is the shared teacher's directory")])
+    ({"scales": {"teacher": {}}}, "study.scales.teacher: the name is the shared teacher's directory; "
+                                  "name the scale otherwise"),
+    ({"shared_teacher": True, "scales": {"a": {"tokenizer": {}, "data": {}}}},
+     "study.scales.a sets data, tokenizer, but study.shared_teacher: true pretrains one teacher for every scale: "
+     "set them in study.common")])
 def test_a_study_config_is_refused_by_the_key_it_gets_wrong(changes, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         StudyPlan.from_config(study(**changes))
@@ -199,5 +203,9 @@ def test_a_scale_runs_the_default_under_the_common_settings_then_its_own(tmp_pat
     assert shared["tokenizer"] == {"train": False} and "teacher" not in plan.scale_overrides("h64")
     assert DEFAULT == yaml.safe_load((REPO / "config.yaml").read_text())  # the default itself is left as it was
     assert plan.nested_target == "results/paper" and set(plan.scale_outputs) == {"phases", "check"}
+    bare = {key: value for key, value in study().items() if key not in {"common", "shared_teacher"}}
+    assert StudyPlan.from_config(bare).scale_overrides("h96")["train"] == {"lr": 0.01}  # both keys optional
+    plan.scale_overrides("h64")["student"]["blocks"] = 9  # the overrides handed out are the caller's own
+    assert plan.scales["h64"] == {"student": {"blocks": 2}}
     formation = StudyPlan.from_config(study(analysis="formation"))
     assert formation.nested_target == "results/formation.json" and set(formation.scale_outputs) == {"formation"}

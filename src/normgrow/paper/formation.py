@@ -141,7 +141,7 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _number(value: float, digits: int = 2) -> str:
+def _number(value: float, digits: int) -> str:
     return "–" if _missing(value) else f"{value:.{digits}f}"
 
 
