@@ -47,7 +47,7 @@ def main(argv: list[str]) -> None:
     from normgrow.spec.config import validate_config
     from normgrow.spec.curriculum import phase_spec, run_phases
     from normgrow.spec.execution import Execution
-    from normgrow.train.trainer import train_phase
+    from normgrow.train.trainer import PhaseTask, TrainingJob, train_phases
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["student"].update(blocks=3, layers_per_block=1)
@@ -59,10 +59,10 @@ def main(argv: list[str]) -> None:
         for p in range(len(run_phases(config, run))):
             start = time.time()
             folder = Path(args.out) / run / f"phase{p}"
-            state = train_phase(phase_spec(config, run, 42, p), Execution(threads=1), args.teacher, Path(args.tokens),
-                                previous, folder, log=io.StringIO())
+            task = PhaseTask(phase_spec(config, run, 42, p), Execution(threads=1), previous, folder)
+            record = train_phases(TrainingJob((task,), args.teacher, Path(args.tokens)), io.StringIO())[0]
             previous = folder
-            final = state["final_eval"]
+            final = record.final_eval
             results.append({"run": run, "phase": p, "ce": final["ce"], "kl": final["kd"], "kd_soft": final["kd_soft"],
                             "wall_s": round(time.time() - start, 1)})
             print(json.dumps(results[-1]), flush=True)

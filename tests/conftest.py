@@ -199,15 +199,32 @@ def tiny_run_config() -> dict:
     }
 
 
-def phase_arguments_for(config: dict, run: str, seed: int, phase: int) -> dict:
-    """What `normgrow.cli train-phase --spec FILE` reads for phase `phase` of `run`: the phase spec and
-    the execution settings (with the run's snapshots), as the workflow's job would launch them."""
-    from normgrow.cluster.launch import phase_arguments
+def phase_job(config: dict, run: str, seed: int, phase: int, root: Path, previous: Path | None = None) -> dict:
+    """What `normgrow.cli train-phase --job FILE` reads (normgrow.train.trainer.TrainingJob as JSON): phase
+    `phase` of `run` with the execution settings the workflow's job gives it, the teacher and tokens that
+    `write_phase_inputs` put under `root`, its output directory set by `with_out`."""
     from normgrow.spec.curriculum import phase_spec, snapshots_per_phase
     from normgrow.spec.execution import Execution
+    from normgrow.train.trainer import PhaseTask, TrainingJob
 
-    return phase_arguments(phase_spec(config, run, seed, phase),
-                           Execution.from_config(config, snapshots_per_phase(config, run)))
+    task = PhaseTask(phase_spec(config, run, seed, phase),
+                     Execution.from_config(config, snapshots_per_phase(config, run)), previous, root / "out")
+    return TrainingJob((task,), str(root / "teacher"), root / "tokens").to_json()
+
+
+def with_out(job: dict, out: Path, previous: Path | None = None) -> dict:
+    """`job` (JSON, one phase) writing to `out`, from `previous` (at phase 0: None)."""
+    task = {**job["tasks"][0], "out": str(out), "previous": None if previous is None else str(previous)}
+    return {**job, "tasks": [task]}
+
+
+def train_alone(spec, execution, teacher, tokens: Path, previous: Path | None, out: Path, log=sys.stderr):
+    """One phase trained by itself in this process: a job of one (normgrow.train.trainer.train_phases); its
+    record."""
+    from normgrow.train.trainer import PhaseTask, TrainingJob, train_phases
+
+    job = TrainingJob((PhaseTask(spec, execution, previous, Path(out)),), str(teacher), Path(tokens))
+    return train_phases(job, log)[0]
 
 
 def phase_outputs(directory: Path) -> dict:
@@ -218,6 +235,20 @@ def phase_outputs(directory: Path) -> dict:
     files["state.json"] = state
     files["snapshots"] = {p.name: p.read_bytes() for p in sorted((directory / "snapshots").iterdir())}
     return files
+
+
+def phase_record(**changes):
+    """A finished phase's record (normgrow.spec.phase_record) of a 2-block post-norm phase, with `changes`."""
+    from normgrow.spec.curriculum import DataPosition
+    from normgrow.spec.phase_record import PhaseRecord
+
+    counters = {"tokens": 64, "unique_tokens": 64, "active_layer_tokens": 256, "steps": 2}
+    fields = {"key": "0" * 16, "seed": 1, "phase": 0, "placement": "post", "active_blocks": 2, "active_layers": 4,
+              "trainable_blocks": [0, 1], "data_policy": "continue", "global_step": 2,
+              "data": DataPosition(position=8, high_water=8), "phase_counters": counters, "run_counters": counters,
+              "final_eval": {"step": 2, "global_step": 2, "ce": 4.0, "kd": 1.0, "kd_soft": 1.0, "ppl": 54.6},
+              "wall_seconds": 1.0, "ranks": 1, "code": []}
+    return PhaseRecord(**{**fields, **changes})
 
 
 def only_the_finished_record_remains(directory: Path) -> bool:

@@ -159,11 +159,12 @@ def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher") -> tu
     import torch
 
     from normgrow.cluster.launch import launch_phases
+    from normgrow.train.trainer import TrainingJob
 
     log, threads = io.StringIO(), torch.get_num_threads()
+    job = TrainingJob((phase_task(setup, out),), str(setup["root"] / teacher), setup["root"] / "tokens")
     try:
-        status = launch_phases([phase_task(setup, out)], str(setup["root"] / teacher), setup["root"] / "tokens", log,
-                               attempt=attempt)
+        status = launch_phases(job, log, attempt=attempt)
     finally:
         torch.set_num_threads(threads)
     return status, log.getvalue()

@@ -256,10 +256,6 @@ def test_the_teachers_tokenizer_needs_a_named_teacher(default):
     default["tokenizer"]["train"] = False
     assert "tokenizer.train: false" in error_of(default) and "teacher.name is null" in error_of(default)
 
-def test_config_error_is_a_value_error():
-    assert issubclass(ConfigError, ValueError)
-
-
 # ---------------------------------------------------------------- data budgets
 def test_shard_is_one_phase_of_documents(default):
     assert shard_docs(default) == default["train"]["phase_steps"] * default["train"]["batch_size"] == 100 * 14

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import yaml
-from conftest import REPO, SCHEMA
+from conftest import REPO, SCHEMA, phase_record
 
 from normgrow.spec import curriculum
 from normgrow.spec.config import science_config, validate_config
@@ -352,8 +352,10 @@ def test_phases_command_lists_the_phases_trained_by_other_code(capsys, tmp_path,
              keys[3]: None, "0123456789abcdef": [{"digest": "0" * 16}]}
     for key, code in codes.items():
         (tmp_path / "results" / "phases" / key).mkdir(parents=True)
-        (tmp_path / "results" / "phases" / key / "state.json").write_text(json.dumps({} if code is None else
-                                                                                      {"code": code}))
+        state = phase_record(key=key, code=code).to_json()
+        if code is None:  # a record written before phases recorded their code
+            del state["code"]
+        (tmp_path / "results" / "phases" / key / "state.json").write_text(json.dumps(state))
     monkeypatch.chdir(tmp_path)
     assert main(["phases", str(REPO / "config.yaml"), "--other-code"]) == 0
     assert sorted(capsys.readouterr().out.split()) == sorted(f"results/phases/{key}/state.json" for key in keys[1:4])

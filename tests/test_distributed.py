@@ -17,8 +17,9 @@ import torch
 from conftest import (
     make_teacher,
     only_the_finished_record_remains,
-    phase_arguments_for,
+    phase_job,
     tiny_run_config,
+    with_out,
     write_phase_inputs,
 )
 from safetensors.torch import load_file
@@ -35,7 +36,7 @@ WEIGHT_TOLERANCE = 1e-4  # parameters after several AdamW updates
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> dict:
-    """Tokens, a teacher, phase 0 of a 2-block grow run (one process) and phase 1's spec."""
+    """Tokens, a teacher, phase 0 of a 2-block grow run (one process) and phase 1's job."""
     root = tmp_path_factory.mktemp("distributed")
     # 5 validation documents: the last batch is not divisible by 2 ranks
     write_phase_inputs(root, seed=3, documents=40, longest=14, valid=5)
@@ -45,8 +46,7 @@ def setup(tmp_path_factory) -> dict:
     config["runs"] = {"post-grow": {"placement": "post", "curriculum": "grow"}}
     config["diagnostics"] = {"runs": ["post-grow"], "snapshots_per_phase": 2}
     setup = {"root": root, "config": config}
-    for phase in (0, 1):
-        (root / f"spec{phase}.json").write_text(json.dumps(phase_arguments_for(config, "post-grow", 7, phase)))
+    setup["jobs"] = [phase_job(config, "post-grow", 7, phase, root) for phase in (0, 1)]
     proc = train(setup, "phase0", phase=0)
     assert proc.returncode == 0, proc.stdout[-3000:]
     setup["reference"] = root / "reference"
@@ -56,13 +56,13 @@ def setup(tmp_path_factory) -> dict:
 
 
 def train(setup: dict, name: str, ranks: int = 1, phase: int = 1, fault: str | None = None,
-          spec: Path | None = None) -> subprocess.CompletedProcess:
-    """Phase `phase` in one process, or in `ranks` ranks under torchrun (the launcher's command)."""
+          job: dict | None = None) -> subprocess.CompletedProcess:
+    """Phase `phase` (its `job`, by default setup's) in one process, or in `ranks` ranks under torchrun (the
+    launcher's command)."""
     root = setup["root"]
-    args = ["--spec", str(spec or root / f"spec{phase}.json"), "--teacher", str(root / "teacher"),
-            "--tokens", str(root / "tokens"), "--out", str(root / name)]
-    if phase:
-        args += ["--previous", str(root / "phase0")]
+    path = root / f"{name}.job.json"
+    path.write_text(json.dumps(with_out(job or setup["jobs"][phase], root / name, root / "phase0" if phase else None)))
+    args = ["--job", str(path)]
     command = (torchrun_command(ranks, 1, args) if ranks > 1
                else [sys.executable, "-m", "normgrow.cli", "train-phase", *args])
     env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
@@ -70,6 +70,14 @@ def train(setup: dict, name: str, ranks: int = 1, phase: int = 1, fault: str | N
         env["NORMGROW_FAULT"] = fault
     return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
                           env=env)
+
+
+def changed(job: dict, part: str, **changes) -> dict:
+    """A copy of a one-phase `job` with `changes` to its spec's `training` or its `execution` (`part`)."""
+    job = json.loads(json.dumps(job))
+    task = job["tasks"][0]
+    (task["spec"]["training"] if part == "training" else task["execution"]).update(changes)
+    return job
 
 
 def assert_matches_reference(setup: dict, name: str) -> None:
@@ -93,7 +101,7 @@ def assert_matches(got: Path, want: Path) -> None:
     snapshots = sorted(p.name for p in (got / "snapshots").iterdir())
     assert snapshots == sorted(p.name for p in (want / "snapshots").iterdir())
     assert only_the_finished_record_remains(got)
-    assert not (got / ".spec.json").exists() and not (got / ".tasks.json").exists()
+    assert not (got / ".spec.json").exists() and not (got / ".job.json").exists()
 
 
 def test_rows_split_a_global_batch_and_complete_it_with_one_token_rows():
@@ -122,11 +130,7 @@ def test_an_execution_setting_on_two_ranks_gives_the_reference_training(setup, s
     """Activation checkpointing (recomputed activations) and train.padding_free (each rank lays its
     documents end to end, normgrow.train.data.Batch.packed) change how a phase runs, not what it
     learns: two ranks with the setting on match one process without it."""
-    config = json.loads((setup["root"] / "spec1.json").read_text())
-    config["execution"][setting] = True
-    spec = setup["root"] / f"spec1-{setting}.json"
-    spec.write_text(json.dumps(config))
-    proc = train(setup, setting, ranks=2, spec=spec)
+    proc = train(setup, setting, ranks=2, job=changed(setup["jobs"][1], "execution", **{setting: True}))
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert_matches_reference(setup, setting)
 
@@ -151,34 +155,26 @@ def test_state_saved_by_two_ranks_resumes_with_one_and_with_two(setup):
 
 @pytest.mark.slow
 def test_a_batch_that_does_not_split_over_the_ranks_is_refused(setup):
-    config = json.loads((setup["root"] / "spec1.json").read_text())
-    config["spec"]["training"]["batch_size"] = 3
-    spec = setup["root"] / "spec1-odd.json"
-    spec.write_text(json.dumps(config))
-    proc = train(setup, "odd", ranks=2, spec=spec)
+    proc = train(setup, "odd", ranks=2, job=changed(setup["jobs"][1], "training", batch_size=3))
     assert proc.returncode != 0
     assert "train.batch_size (3) must be a multiple of the number of ranks (2)" in proc.stdout
     assert not (setup["root"] / "odd" / "student.safetensors").exists()
 
 
 def test_multi_node_command_starts_one_torchrun_per_node_inside_srun():
-    command = torchrun_command(8, 4, ["--spec", "s.json"])
+    command = torchrun_command(8, 4, ["--job", "j.json"])
     assert command[:5] == ["srun", "--nodes=4", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash"]
     script = command[-1]
     assert "--nnodes=4 --nproc_per_node=8 --rdzv_backend=c10d" in script
     assert '--rdzv_endpoint="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1):29500"' in script
-    assert script.endswith("-m normgrow.cli train-phase --spec s.json")
-    single = torchrun_command(2, 1, ["--spec", "s.json"])
+    assert script.endswith("-m normgrow.cli train-phase --job j.json")
+    single = torchrun_command(2, 1, ["--job", "j.json"])
     assert single[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
 @pytest.mark.slow
 def test_bf16_compute_keeps_fp32_weights_and_tracks_the_fp32_loss(setup):
-    config = json.loads((setup["root"] / "spec1.json").read_text())
-    config["spec"]["training"]["precision"] = "bfloat16"
-    spec = setup["root"] / "spec1-bf16.json"
-    spec.write_text(json.dumps(config))
-    proc = train(setup, "bf16", ranks=2, spec=spec)
+    proc = train(setup, "bf16", ranks=2, job=changed(setup["jobs"][1], "training", precision="bfloat16"))
     assert proc.returncode == 0, proc.stdout[-4000:]
     weights = load_file(setup["root"] / "bf16" / "student.safetensors")
     assert {w.dtype for w in weights.values()} == {torch.float32}  # sharded master weights stay fp32
@@ -207,20 +203,19 @@ def test_a_group_on_two_ranks_matches_its_phases_alone_and_resumes_after_sigterm
     group preempted at update 5 resumes on 2 ranks to the same result."""
     from normgrow.spec.curriculum import phase_spec
     from normgrow.spec.execution import Execution
-    from normgrow.train.trainer import PhaseTask
+    from normgrow.train.trainer import PhaseTask, TrainingJob
 
     root, config = setup["root"], copy.deepcopy(setup["config"])
     config["runs"]["pre-grow"] = {"placement": "pre", "curriculum": "grow"}
-    (root / "spec-pre0.json").write_text(json.dumps(phase_arguments_for(config, "pre-grow", 7, 0)))
-    alone = train(setup, "pre0", phase=0, spec=root / "spec-pre0.json")
+    alone = train(setup, "pre0", phase=0, job=phase_job(config, "pre-grow", 7, 0, root))
     assert alone.returncode == 0, alone.stdout[-3000:]
 
     def group(name: str, fault: str | None = None) -> subprocess.CompletedProcess:
-        tasks = [PhaseTask(phase_spec(config, run, 7, 0), Execution.from_config(config, snapshots), None,
-                           root / name / run).to_json() for run, snapshots in (("pre-grow", 0), ("post-grow", 2))]
-        (root / f"{name}.json").write_text(json.dumps(tasks))
-        command = torchrun_command(2, 1, ["--tasks", str(root / f"{name}.json"), "--teacher", str(root / "teacher"),
-                                          "--tokens", str(root / "tokens")])
+        tasks = tuple(PhaseTask(phase_spec(config, run, 7, 0), Execution.from_config(config, snapshots), None,
+                                root / name / run) for run, snapshots in (("pre-grow", 0), ("post-grow", 2)))
+        job = TrainingJob(tasks, str(root / "teacher"), root / "tokens")
+        (root / f"{name}.json").write_text(json.dumps(job.to_json()))
+        command = torchrun_command(2, 1, ["--job", str(root / f"{name}.json")])
         env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
         env.update({"NORMGROW_FAULT": fault} if fault else {})
         return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import phase_record
 from safetensors import safe_open
 from test_families import tiny_teacher
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -67,10 +68,12 @@ def trained_phase(root: Path, teacher_dir: Path, placement: str, active_blocks: 
                 param.add_(0.3 * torch.randn(param.shape, generator=generator))
     student.active_blocks = active_blocks
     save_student(student, root / "student.safetensors")
-    (root / "state.json").write_text(json.dumps({"key": "0" * 16, "placement": placement,
-                                                 "active_blocks": active_blocks,
-                                                 "active_layers": active_blocks * LAYERS}))
+    write_record(root, placement=placement, active_blocks=active_blocks, active_layers=active_blocks * LAYERS)
     return student
+
+
+def write_record(phase: Path, **changes) -> None:
+    (phase / "state.json").write_text(json.dumps(phase_record(**changes).to_json()))
 
 
 def student_logits(student: BlockStackStudent) -> torch.Tensor:
@@ -231,21 +234,21 @@ def test_a_directory_that_is_not_a_phase_is_refused_by_name(tmp_path, sources):
         export_phase(phase, tmp_path / "out", teacher, tokenizer)
     (tmp_path / "student.safetensors").rename(phase / "student.safetensors")
     (phase / "state.json").write_text(json.dumps({"run": "post-grow", "seed": 42, "phases": []}))  # a run index
-    with pytest.raises(ValueError, match="state.json: not a phase state"):
+    with pytest.raises(ValueError, match="state.json: not a phase record .* it lacks key, phase, placement"):
         export_phase(phase, tmp_path / "out", teacher, tokenizer)
     (phase / "state.json").write_text("{")
     with pytest.raises(ValueError, match="state.json: not JSON"):
         export_phase(phase, tmp_path / "out", teacher, tokenizer)
-    (phase / "state.json").write_text(json.dumps({"placement": "post", "active_blocks": 4}))
+    write_record(phase, placement="post", active_blocks=4, active_layers=8)
     with pytest.raises(ValueError, match=r"state.json: active_blocks 4 .* 3 blocks of 2 layers"):
         export_phase(phase, tmp_path / "out", teacher, tokenizer)
-    (phase / "state.json").write_text(json.dumps({"placement": "prenorm", "active_blocks": 2}))
+    write_record(phase, placement="prenorm")
     with pytest.raises(ValueError, match="state.json: unknown placement 'prenorm'"):
         export_phase(phase, tmp_path / "out", teacher, tokenizer)
-    (phase / "state.json").write_text(json.dumps({"placement": "hybridnorm", "active_blocks": 2}))
+    write_record(phase, placement="hybridnorm")
     with pytest.raises(ValueError, match="student.safetensors: does not fit a hybridnorm student"):
         export_phase(phase, tmp_path / "out", teacher, tokenizer)
-    (phase / "state.json").write_text(json.dumps({"placement": "post", "active_blocks": 2}))
+    write_record(phase, placement="post")
     with pytest.raises(ValueError, match="student.safetensors: does not fit a post student"):
         export_phase(phase, tmp_path / "out", sources["teachers"]["qwen2"], tokenizer)  # q/k/v biases
     (phase / "student.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{")

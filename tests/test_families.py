@@ -10,7 +10,7 @@ import json
 
 import pytest
 import torch
-from conftest import REPO, SEED, tiny_run_config
+from conftest import REPO, SEED, tiny_run_config, train_alone
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from normgrow.model.family import PREFIXES, attention_kernel, family
@@ -21,7 +21,6 @@ from normgrow.train.data import TokenStore, collate
 from normgrow.train.diagnostics import diagnose
 from normgrow.train.outputs import student_from_checkpoint
 from normgrow.train.teacher import check_teacher, load_teacher
-from normgrow.train.trainer import train_phase
 
 
 class FakeTokenizer:
@@ -217,7 +216,7 @@ def test_gemma2s_capped_attention_runs_eager_and_keeps_its_cap():
 @pytest.mark.parametrize("model_type", list(PREFIXES))
 def test_trainer_and_diagnostics_take_any_family(workspace, tmp_path, model_type):
     """A saved teacher of the family loaded and checked as the workflow's teacher check does
-    (`load_teacher`, `check_teacher`), one phase trained through `train_phase` from it, then
+    (`load_teacher`, `check_teacher`), one phase trained through `train_phases` from it, then
     diagnosed from its checkpoint."""
     teacher = tiny_teacher(model_type)
     teacher.save_pretrained(tmp_path / "teacher")
@@ -227,7 +226,7 @@ def test_trainer_and_diagnostics_take_any_family(workspace, tmp_path, model_type
     assert check["model_type"] == model_type and check["vocab_matches_tokenizer"] and not check["problems"], check
     config = tiny_run_config()
     out = tmp_path / "phase0"
-    train_phase(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), str(tmp_path / "teacher"),
+    train_alone(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), str(tmp_path / "teacher"),
                 workspace["tokens"], None, out, log=io.StringIO())
     state = json.loads((out / "state.json").read_text())
     assert state["final_eval"]["ce"] < 10 and state["phase_counters"]["steps"] == config["train"]["phase_steps"]

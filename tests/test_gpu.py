@@ -14,7 +14,7 @@ import sys
 import pandas as pd
 import pytest
 import torch
-from conftest import REPO, VISIBLE_GPUS, phase_arguments_for, tiny_run_config, write_phase_inputs
+from conftest import REPO, VISIBLE_GPUS, phase_job, tiny_run_config, with_out, write_phase_inputs
 from safetensors.torch import load_file
 
 GPU_ENV = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
@@ -35,15 +35,13 @@ def test_a_bf16_phase_on_the_gpu_tracks_the_cpu_fp32_phase(tmp_path):
     write_phase_inputs(tmp_path, seed=3, documents=40, longest=14, valid=5)
     config = tiny_run_config()
     config["train"].update(phase_steps=8, batch_size=4, eval_every=4)
-    specs = {"cpu": phase_arguments_for(config, "post-freeze", 7, 0)}
+    jobs = {"cpu": phase_job(config, "post-freeze", 7, 0, tmp_path)}
     config["train"]["precision"] = "bfloat16"
     config["teacher"]["dtype"] = "bfloat16"
-    specs["gpu"] = phase_arguments_for(config, "post-freeze", 7, 0)
-    for name, spec in specs.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps(spec))
-        command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(tmp_path / f"{name}.json"),
-                   "--teacher", str(tmp_path / "teacher"), "--tokens", str(tmp_path / "tokens"),
-                   "--out", str(tmp_path / name)]
+    jobs["gpu"] = phase_job(config, "post-freeze", 7, 0, tmp_path)
+    for name, job in jobs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(with_out(job, tmp_path / name)))
+        command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--job", str(tmp_path / f"{name}.json")]
         env = GPU_ENV if name == "gpu" else {**GPU_ENV, "CUDA_VISIBLE_DEVICES": ""}
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-4000:]
@@ -56,10 +54,9 @@ def test_a_bf16_phase_on_the_gpu_tracks_the_cpu_fp32_phase(tmp_path):
 
 def train_on_the_gpu(tmp_path, name: str, config: dict) -> pd.DataFrame:
     """Phase 0 of post-freeze under `config`, trained on the GPU by the command line; its train.csv."""
-    (tmp_path / f"{name}.json").write_text(json.dumps(phase_arguments_for(config, "post-freeze", 7, 0)))
-    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(tmp_path / f"{name}.json"),
-               "--teacher", str(tmp_path / "teacher"), "--tokens", str(tmp_path / "tokens"),
-               "--out", str(tmp_path / name)]
+    job = with_out(phase_job(config, "post-freeze", 7, 0, tmp_path), tmp_path / name)
+    (tmp_path / f"{name}.json").write_text(json.dumps(job))
+    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--job", str(tmp_path / f"{name}.json")]
     proc = subprocess.run(command, capture_output=True, text=True, env=GPU_ENV, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return pd.read_csv(tmp_path / name / "train.csv")

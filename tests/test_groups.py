@@ -23,7 +23,7 @@ from normgrow.model.layout import PLACEMENTS
 from normgrow.spec.config import validate_config
 from normgrow.spec.curriculum import PhaseTable, phase_spec, stream_key
 from normgrow.spec.execution import Execution
-from normgrow.train.trainer import GroupFailed, PhaseTask, train_phase, train_phases
+from normgrow.train.trainer import GroupFailed, PhaseTask, TrainingJob, train_phases
 
 STEPS, SEED = 6, 3
 ALL_PLACEMENTS = [p if p != "mix-ln" else "mix-ln@1" for p in PLACEMENTS]
@@ -53,12 +53,17 @@ def task(setup: dict, run: str, phase: int, out: Path, previous: Path | None = N
     return PhaseTask(phase_spec(config, run, SEED, phase), Execution.from_config(config, snapshots), previous, out)
 
 
+def job(setup: dict, tasks: list[PhaseTask]) -> TrainingJob:
+    """`tasks` as one job on setup's teacher and tokens."""
+    return TrainingJob(tuple(tasks), setup["teacher"], setup["tokens"])
+
+
 def alone(setup: dict, run: str, phase: int = 0, previous: Path | None = None) -> Path:
     """The phase trained by itself (cached per run and phase)."""
     out = setup["root"] / "alone" / f"{run}-{phase}"
     if not (out / "state.json").exists():
         t = task(setup, run, phase, out, previous)
-        train_phase(t.spec, t.execution, setup["teacher"], setup["tokens"], previous, out, log=io.StringIO())
+        train_phases(job(setup, [t]), io.StringIO())
     return out
 
 
@@ -66,13 +71,13 @@ def test_a_pre_post_pair_and_its_next_phases_are_bit_identical_grouped_or_alone(
     root = setup["root"] / "pair"
     tasks = [task(setup, run, 0, root / run) for run in ("pre-grow", "post-grow")]
     log = io.StringIO()
-    train_phases(tasks, setup["teacher"], setup["tokens"], log=log)
+    train_phases(job(setup, tasks), log)
     assert "group of 2 students on one teacher forward per batch" in log.getvalue()
     for run in ("pre-grow", "post-grow"):
         assert phase_outputs(root / run) == phase_outputs(alone(setup, run)), run
     assert only_the_finished_record_remains(root / "post-grow")  # states cleared once every student finished
     later = [task(setup, run, 1, root / f"{run}-1", previous=root / run) for run in ("pre-grow", "post-grow")]
-    train_phases(later, setup["teacher"], setup["tokens"], log=io.StringIO())
+    train_phases(job(setup, later), io.StringIO())
     for run in ("pre-grow", "post-grow"):
         assert phase_outputs(root / f"{run}-1") == phase_outputs(alone(setup, run, 1, previous=alone(setup, run))), run
 
@@ -82,7 +87,7 @@ def test_a_group_of_every_placement_and_curriculum_sharing_a_stream_is_bit_ident
     root = setup["root"] / "all"
     tasks = [task(setup, run, 0, root / run) for run in runs]
     assert len({stream_key(t.spec) for t in tasks}) == 1 and len({t.spec.key for t in tasks}) == len(runs)
-    train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+    train_phases(job(setup, tasks), io.StringIO())
     for run in runs:
         assert phase_outputs(root / run) == phase_outputs(alone(setup, run)), run
 
@@ -92,7 +97,7 @@ def test_phases_of_different_streams_are_refused(setup):
     first = task(setup, "post-grow", 1, root / "a", previous=alone(setup, "post-grow"))
     reset = task(setup, "post-reset", 1, root / "b", previous=alone(setup, "post-grow"))
     with pytest.raises(ValueError, match="different batch streams"):
-        train_phases([first, reset], setup["teacher"], setup["tokens"], log=io.StringIO())
+        train_phases(job(setup, [first, reset]), io.StringIO())
 
 
 def test_groups_come_from_the_specs_not_the_run_names():
@@ -118,13 +123,13 @@ def test_a_failing_student_is_named_and_the_others_keep_their_finished_work(setu
     bad = tasks[1].spec
     monkeypatch.setenv("NORMGROW_FAULT", f"nan@4:{bad.key}")
     with pytest.raises(GroupFailed, match=rf"post seed {SEED} phase 0 \[{bad.key}\]: non-finite loss"):
-        train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+        train_phases(job(setup, tasks), io.StringIO())
     for t in tasks:
         assert not (t.out / "state.json").exists()
     assert (root / "pre-grow" / "resume" / f"state-{STEPS}.json").exists()
     monkeypatch.delenv("NORMGROW_FAULT")
     log = io.StringIO()
-    train_phases(tasks, setup["teacher"], setup["tokens"], log=log)
+    train_phases(job(setup, tasks), log)
     assert f"pre seed {SEED} phase 0 [{tasks[0].spec.key}]: resumed from the state at update {STEPS}" in log.getvalue()
     assert f"post seed {SEED} phase 0 [{bad.key}]: resumed from the state at update 2" in log.getvalue()
     for run in ("pre-grow", "post-grow", "sandwich-grow"):
@@ -137,7 +142,7 @@ def test_a_group_whose_every_student_fails_names_them_all(setup, monkeypatch):
     tasks = [task(setup, run, 0, root / run) for run in ("pre-grow", "post-grow")]
     monkeypatch.setenv("NORMGROW_FAULT", "nan@2")
     with pytest.raises(FloatingPointError, match=r"pre seed .*non-finite loss.*; post seed .*non-finite loss") as error:
-        train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+        train_phases(job(setup, tasks), io.StringIO())
     assert not isinstance(error.value, GroupFailed)
 
 
@@ -149,13 +154,13 @@ def test_students_one_state_apart_resume_at_their_common_update(setup, monkeypat
     from normgrow.train.trainer import Preempted
 
     with pytest.raises(Preempted):
-        train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+        train_phases(job(setup, tasks), io.StringIO())
     monkeypatch.delenv("NORMGROW_FAULT")
     newest = root / "post-grow" / "resume" / "state-4"
     shutil.rmtree(newest)
     newest.with_suffix(".json").unlink()
     log = io.StringIO()
-    train_phases(tasks, setup["teacher"], setup["tokens"], log=log)
+    train_phases(job(setup, tasks), log)
     assert "resumed from the state at update 2" in log.getvalue() and "update 4" not in log.getvalue()
     for run in ("pre-grow", "post-grow"):
         assert phase_outputs(root / run) == phase_outputs(alone(setup, run)), run
@@ -164,11 +169,10 @@ def test_students_one_state_apart_resume_at_their_common_update(setup, monkeypat
 def test_a_group_killed_with_sigkill_resumes_bit_identically(setup):
     root = setup["root"] / "killed"
     tasks = [task(setup, run, 0, root / run) for run in ("pre-grow", "post-grow")]
-    file = root / "tasks.json"
+    file = root / "job.json"
     root.mkdir(parents=True)
-    file.write_text(json.dumps([t.to_json() for t in tasks]))
-    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--tasks", str(file), "--teacher",
-               setup["teacher"], "--tokens", str(setup["tokens"])]
+    file.write_text(json.dumps(job(setup, tasks).to_json()))
+    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--job", str(file)]
 
     def run(fault: str | None) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
@@ -210,11 +214,10 @@ def test_each_student_draws_its_own_random_numbers_in_a_group(setup, monkeypatch
     for run in runs:
         draws.clear()
         t = task(setup, run, 0, root / f"alone-{run}")
-        train_phase(t.spec, t.execution, setup["teacher"], setup["tokens"], None, t.out, log=io.StringIO())
+        train_phases(job(setup, [t]), io.StringIO())
         alone_draws[run] = list(draws)
     draws.clear()
-    train_phases([task(setup, run, 0, root / run) for run in runs], setup["teacher"], setup["tokens"],
-                 log=io.StringIO())
+    train_phases(job(setup, [task(setup, run, 0, root / run) for run in runs]), io.StringIO())
     for run in runs:
         placement = run.split("-")[0]
         assert [d for d in draws if d[0] == placement] == alone_draws[run]
@@ -254,7 +257,7 @@ def test_a_bad_input_names_its_student(setup):
     tasks = [task(setup, "pre-grow", 1, root / "pre", previous=alone(setup, "pre-grow")),
              task(setup, "post-grow", 1, root / "post", previous=broken)]
     with pytest.raises(Exception, match=rf"post seed {SEED} phase 1 \[{tasks[1].spec.key}\]: "):
-        train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+        train_phases(job(setup, tasks), io.StringIO())
 
 
 def test_a_group_whose_students_read_different_batches_is_refused(setup, monkeypatch):
@@ -268,7 +271,7 @@ def test_a_group_whose_students_read_different_batches_is_refused(setup, monkeyp
     tasks = [PhaseTask(phase_spec(config, "post-grow", seed, 0), Execution.from_config(config), None, root / str(seed))
              for seed in (SEED, SEED + 1)]
     with pytest.raises(RuntimeError, match=rf"seed {SEED + 1} phase 0 .* read another batch than .* at update 1"):
-        train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+        train_phases(job(setup, tasks), io.StringIO())
 
 
 def test_a_group_listing_a_phase_or_an_output_twice_is_refused(setup):
@@ -277,7 +280,7 @@ def test_a_group_listing_a_phase_or_an_output_twice_is_refused(setup):
     for tasks in ([pre, pre], [pre, dataclasses.replace(pre, out=root / "other")],
                   [pre, dataclasses.replace(post, out=pre.out)]):
         with pytest.raises(ValueError, match="lists one phase or output directory twice"):
-            train_phases(tasks, setup["teacher"], setup["tokens"], log=io.StringIO())
+            train_phases(job(setup, tasks), io.StringIO())
     assert not root.exists()
 
 
@@ -292,6 +295,5 @@ def test_a_group_mixing_execution_settings_is_refused(setup, setting):
     other = dataclasses.replace(post.execution, **{setting: not value if isinstance(value, bool) else value + 1})
     with pytest.raises(ValueError, match="must share threads, train.state_every, train.loss_chunk and "
                                          "train.padding_free"):
-        train_phases([pre, dataclasses.replace(post, execution=other)], setup["teacher"], setup["tokens"],
-                     log=io.StringIO())
+        train_phases(job(setup, [pre, dataclasses.replace(post, execution=other)]), io.StringIO())
     assert not root.exists()

@@ -10,7 +10,7 @@ import io
 import pytest
 import torch
 import yaml
-from conftest import REPO, SEED, make_teacher, tiny_run_config
+from conftest import REPO, SEED, make_teacher, tiny_run_config, train_alone
 from safetensors.torch import load_file
 
 from normgrow.model.layout import PLACEMENTS
@@ -146,7 +146,7 @@ def test_a_ramped_phase_resumes_bit_identically(workspace, monkeypatch):
     root, threads = workspace["root"] / "ramp", torch.get_num_threads()
 
     def train(phase: int, out: str, previous: str | None = None):
-        return trainer.train_phase(phase_spec(config, "post-freeze", SEED, phase), execution, workspace["teacher"],
+        return train_alone(phase_spec(config, "post-freeze", SEED, phase), execution, workspace["teacher"],
                                    workspace["tokens"], None if previous is None else root / previous, root / out,
                                    log=io.StringIO())
 
@@ -160,7 +160,7 @@ def test_a_ramped_phase_resumes_bit_identically(workspace, monkeypatch):
         train(1, "resumed", "phase0")
         plain = copy.deepcopy(config)
         del plain["curricula"]["freeze"][1]["growth"]
-        trainer.train_phase(phase_spec(plain, "post-freeze", SEED, 1), execution, workspace["teacher"],
+        train_alone(phase_spec(plain, "post-freeze", SEED, 1), execution, workspace["teacher"],
                             workspace["tokens"], root / "phase0", root / "plain", log=io.StringIO())
     finally:
         torch.set_num_threads(threads)
@@ -187,11 +187,10 @@ def three_block_config(growth: dict) -> dict:
 
 def train_grown(workspace: dict, config: dict, phase: int, out, previous=None) -> None:
     from normgrow.spec.execution import Execution
-    from normgrow.train.trainer import train_phase
 
     threads = torch.get_num_threads()
     try:
-        train_phase(phase_spec(config, "post-grow", SEED, phase), Execution.from_config(config), workspace["teacher"],
+        train_alone(phase_spec(config, "post-grow", SEED, phase), Execution.from_config(config), workspace["teacher"],
                     workspace["tokens"], previous, out, log=io.StringIO())
     finally:
         torch.set_num_threads(threads)

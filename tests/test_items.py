@@ -7,7 +7,7 @@ import re
 
 from conftest import REPO
 
-from normgrow.paper.items import ITEMS, report_items
+from normgrow.paper.items import ITEMS
 
 PAPER = REPO / "src" / "normgrow" / "paper"
 
@@ -34,4 +34,3 @@ def test_every_caption_is_plain_text_with_its_label_and_section():
         assert item.section in ("Main text", "Appendix", "Beyond the paper"), name
         assert item.label and item.shows and item.caption, name
         assert not re.search(r"[*`|]|\w_(\s|$)", item.caption), (name, "markup in the caption")
-    assert report_items()["table1"]["heading"] == "Table 1 — " + ITEMS["table1"].shows

@@ -57,7 +57,7 @@ def test_every_mapping_is_ascii_latex():
 
 @pytest.mark.parametrize("char", ["中", "😀", "∀", "\x07"])
 def test_a_character_without_a_mapping_is_refused_by_name(char):
-    t = Table("table1", "X")
+    t = Table("table1")
     t.add("row", "column", text=f"a {char} b")
     with pytest.raises(UnmappedCharacter, match=rf"table table1: character .*U\+{ord(char):04X}") as refused:
         t.latex()
@@ -147,11 +147,11 @@ def test_captions_subscripts_and_tildes_print_as_a_paper_sets_them():
 def test_latex_errors_names_the_table_that_does_not_compile(pdflatex, tmp_path):
     """The compile check itself: a raw Unicode character stops pdflatex, and a tabular wider than the
     text is an Overfull \\hbox beyond the tolerance; each table is named."""
-    table = Table("table1", "fine")
+    table = Table("table1")
     table.add("row", "column", text="-0.5 ≈ Σ")
     good, bad, wide = tmp_path / "good.tex", tmp_path / "bad.tex", tmp_path / "wide.tex"
     good.write_text(table.latex())
-    bad.write_text(table.latex().replace("Fine", "raw \u2248"))
+    bad.write_text(table.latex().replace("Placement", "raw \u2248"))
     wide.write_text("\\begin{tabular}{l}" + "wide " * 80 + "\\end{tabular}\n")
     errors = latex_errors(pdflatex, [good, bad, wide], tmp_path / "latex")
     assert list(errors) == ["bad.tex", "wide.tex"] and "Unicode character" in errors["bad.tex"]

@@ -7,9 +7,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import student_logits
+import yaml
+from conftest import REPO, student_logits
 
 from normgrow.model.student import BlockStackStudent
+from normgrow.paper.reference import paper_reference
 from normgrow.train.data import collate
 from normgrow.train.forward import causal_lm_logits, positions_and_labels
 from normgrow.train.objective import Objective, loss_positions, next_token_labels
@@ -42,8 +44,12 @@ def test_objective_matches_reference(tau):
         assert float(got[key]) == pytest.approx(want[key], rel=1e-5, abs=1e-6), key
 
 
-def test_objective_defaults_are_the_papers():
-    assert Objective() == Objective(alpha=0.7, gamma=0.3, temperature=1.0)
+def test_the_objective_s_defaults_and_the_embedded_default_s_are_the_papers():
+    """Objective() and config.yaml's `objective` both give the paper's α, γ and τ (its Table A1, as the
+    reference file has it)."""
+    paper = paper_reference()["tableA1"]
+    papers = Objective(alpha=paper["α (KD weight)"], gamma=paper["γ (CE weight)"], temperature=paper["τ (temperature)"])
+    assert Objective() == papers == Objective(**yaml.safe_load((REPO / "config.yaml").read_text())["objective"])
 
 
 def test_kd_of_identical_logits_is_zero():

@@ -8,7 +8,7 @@ import io
 import pandas as pd
 import pytest
 import torch
-from conftest import SEED, make_teacher, tiny_run_config
+from conftest import SEED, make_teacher, tiny_run_config, train_alone
 from safetensors.torch import load_file
 
 from normgrow.model.layout import PLACEMENTS
@@ -18,7 +18,6 @@ from normgrow.spec.execution import Execution
 from normgrow.train.data import Batch
 from normgrow.train.forward import Distillation, LossInputs, at_positions, causal_lm_hidden, positions_and_labels
 from normgrow.train.objective import Objective
-from normgrow.train.trainer import train_phase
 
 LENGTHS = [5, 12, 3, 7, 12, 2, 4]
 PAD = 0
@@ -166,7 +165,7 @@ def test_a_phase_trained_without_padding_matches_the_padded_one(workspace):
         config["train"]["padding_free"] = padding_free
         assert phase_spec(config, "post-freeze", SEED, 0).key == padded_key
         out = workspace["root"] / f"padding-free-{padding_free}"
-        train_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], None, out,
+        train_alone(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], None, out,
                     log=io.StringIO())
         outs[padding_free] = out
     for table in ("train.csv", "eval.csv"):

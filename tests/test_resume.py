@@ -14,9 +14,10 @@ import pytest
 from conftest import (
     REPO,
     only_the_finished_record_remains,
-    phase_arguments_for,
+    phase_job,
     phase_outputs,
     tiny_run_config,
+    with_out,
     write_phase_inputs,
 )
 
@@ -31,21 +32,20 @@ def setup(tmp_path_factory) -> dict:
     config = tiny_run_config()
     config["train"].update(phase_steps=STEPS, state_every=STATE_EVERY, eval_every=4)
     config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 3}
-    spec = root / "spec.json"
-    spec.write_text(json.dumps(phase_arguments_for(config, "post-freeze", 5, 0)))
-    setup = {"root": root, "spec": spec}
+    setup = {"root": root, "job": phase_job(config, "post-freeze", 5, 0, root)}
     setup["reference"] = train(setup, "reference")
     assert setup["reference"].returncode == 0, setup["reference"].stderr
     return setup
 
 
-def train(setup: dict, name: str, fault: str | None = None, spec: Path | None = None) -> subprocess.CompletedProcess:
+def train(setup: dict, name: str, fault: str | None = None, job: dict | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
     if fault:
         env["NORMGROW_FAULT"] = fault
     root = setup["root"]
-    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(spec or setup["spec"]),
-               "--teacher", str(root / "teacher"), "--tokens", str(root / "tokens"), "--out", str(root / name)]
+    path = root / f"{name}.job.json"
+    path.write_text(json.dumps(with_out(job or setup["job"], root / name)))
+    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--job", str(path)]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -142,22 +142,20 @@ def test_nan_stops_the_phase_and_keeps_the_last_good_state(setup):
     assert_same_as_reference(setup, "nan")
 
 
-def changed_arguments(setup: dict, name: str, part: str, **changes) -> Path:
-    """A copy of the phase's `--spec` file with `changes` to its `part` ("spec" or "execution")."""
-    arguments = json.loads(setup["spec"].read_text())
-    target = arguments["spec"]["training"] if part == "spec" else arguments["execution"]
-    target.update(changes)
-    path = setup["root"] / f"{name}.json"
-    path.write_text(json.dumps(arguments))
-    return path
+def changed_job(setup: dict, part: str, **changes) -> dict:
+    """A copy of the phase's job with `changes` to its `part` ("spec": its training, or "execution")."""
+    job = json.loads(json.dumps(setup["job"]))
+    task = job["tasks"][0]
+    (task["spec"]["training"] if part == "spec" else task["execution"]).update(changes)
+    return job
 
 
 @pytest.mark.slow
 def test_a_state_saved_under_other_execution_settings_resumes(setup, killed_at_8):
     """state_every, loss_chunk and threads are not part of the phase: its resume states stay valid."""
     killed_copy(setup, killed_at_8, "execution")
-    other = changed_arguments(setup, "execution", "execution", state_every=5, loss_chunk=7, threads=2)
-    proc = train(setup, "execution", spec=other)
+    other = changed_job(setup, "execution", state_every=5, loss_chunk=7, threads=2)
+    proc = train(setup, "execution", job=other)
     assert proc.returncode == 0, proc.stderr
     assert "resumed from the state at update 6" in proc.stderr
 
@@ -167,7 +165,7 @@ def test_a_state_saved_under_other_execution_settings_resumes(setup, killed_at_8
 def test_a_state_of_another_phase_or_other_snapshots_is_not_resumed(setup, killed_at_8, part, changes):
     name = f"other-{part}"
     killed_copy(setup, killed_at_8, name)
-    proc = train(setup, name, spec=changed_arguments(setup, name, part, **changes))
+    proc = train(setup, name, job=changed_job(setup, part, **changes))
     assert proc.returncode == 0, proc.stderr
     assert "resumed" not in proc.stderr
 
@@ -180,16 +178,14 @@ def test_in_process_resume_gives_the_uninterrupted_result(setup, monkeypatch):
 
     import torch
 
-    from normgrow.cluster.launch import read_phase_arguments
     from normgrow.train import trainer
 
-    spec, execution = read_phase_arguments(setup["spec"])
     root, threads = setup["root"], torch.get_num_threads()
+    job = trainer.TrainingJob.from_json(with_out(setup["job"], root / "in-process"))
     monkeypatch.setenv("NORMGROW_FAULT", "term@5")
     try:
         with pytest.raises(trainer.Preempted):
-            trainer.train_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / "in-process",
-                                log=io.StringIO())
+            trainer.train_phases(job, io.StringIO())
         saved = root / "in-process" / "resume" / "state-5"
         # data only, so that loading a state runs no code: DCP's shards and metadata, and JSON
         assert all(p.suffix in (".distcp", ".json") or p.name == ".metadata" for p in saved.iterdir())
@@ -197,7 +193,7 @@ def test_in_process_resume_gives_the_uninterrupted_result(setup, monkeypatch):
         assert progress["progress"]["step"] == 5 and set(progress["rng"]) == {"torch", "numpy", "python"}
         monkeypatch.delenv("NORMGROW_FAULT")
         log = io.StringIO()
-        trainer.train_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / "in-process", log=log)
+        trainer.train_phases(job, log)
     finally:
         torch.set_num_threads(threads)
     assert "resumed from the state at update 5" in log.getvalue()
@@ -214,7 +210,6 @@ def test_resume_restores_the_random_number_generators(setup, monkeypatch):
     import numpy as np
     import torch
 
-    from normgrow.cluster.launch import read_phase_arguments
     from normgrow.train import trainer
     from normgrow.train.forward import Distillation
 
@@ -228,15 +223,13 @@ def test_resume_restores_the_random_number_generators(setup, monkeypatch):
         return terms(*args, **kwargs)
 
     monkeypatch.setattr(Distillation, "terms", with_draws)
-    spec, execution = read_phase_arguments(setup["spec"])
     root = setup["root"]
 
     def run(name: str) -> list[tuple]:
         draws.clear()
         threads = torch.get_num_threads()
         try:
-            trainer.train_phase(spec, execution, str(root / "teacher"), root / "tokens", None, root / name,
-                                log=io.StringIO())
+            trainer.train_phases(trainer.TrainingJob.from_json(with_out(setup["job"], root / name)), io.StringIO())
         finally:
             torch.set_num_threads(threads)
         return list(draws)

@@ -2,11 +2,25 @@
 torch-free ones load without torch or transformers."""
 
 import ast
+import re
 
 from conftest import REPO, heavy_imports
 
 PACKAGE = REPO / "src" / "normgrow"
-ORDER = ("spec", "model", "train", "cluster", "paper")  # CONTRIBUTING's table, top to bottom
+CONTRIBUTING = (REPO / "CONTRIBUTING.md").read_text()
+
+
+def layout_rooms() -> dict[str, str]:
+    """CONTRIBUTING's Layout table, top to bottom: room → what its row says lives there, with the bullet
+    `src/normgrow/{room}/` where the row points below."""
+    rooms = dict(re.findall(r"^  \| `(\w+)/` \| (.*)$", CONTRIBUTING, flags=re.MULTILINE))
+    for room in rooms:
+        if below := re.search(rf"^- `src/normgrow/{room}/`:(.*?)(?=^- )", CONTRIBUTING, flags=re.MULTILINE | re.DOTALL):
+            rooms[room] += below.group(1)
+    return rooms
+
+
+ORDER = tuple(layout_rooms())
 
 
 def imported(path) -> set[str]:
@@ -20,9 +34,15 @@ def imported(path) -> set[str]:
     return names
 
 
-def test_the_package_is_rooms_and_the_entry_point():
+def test_the_package_is_the_rooms_contributing_lists_and_the_entry_point():
+    """Each room of the tree is a row of CONTRIBUTING's Layout table (and no row is missing from it), and
+    each of its modules is named there."""
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["cli.py"]
     assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(ORDER)
+    for room, text in layout_rooms().items():
+        named = set(re.findall(r"`(\w+)`", text)) | set(re.findall(rf"`{room}/(\w+)\.py`", text))
+        modules = {p.stem for p in (PACKAGE / room).glob("*.py") if p.stem != "__init__"}
+        assert modules <= named, f"CONTRIBUTING.md's Layout does not name {room}/{sorted(modules - named)}"
 
 
 def test_each_room_imports_only_the_rooms_above_it():

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
-from conftest import REPO
+from conftest import REPO, phase_record
 
 from normgrow.paper.provenance import code_warning, phase_code
 from normgrow.paper.report import report_provenance
@@ -86,10 +86,10 @@ CURRENT = {"digest": "a" * 16, "torch": "2.9.0", "transformers": "4.57.0"}
 
 def write_phase(folder: Path, code: list[dict] | None) -> None:
     folder.mkdir(parents=True)
-    state = {"placement": "post", "active_blocks": 1, "active_layers": 1, "global_step": 4,
-             "final_eval": {"ce": 3.0, "kd": 0.5, "kd_soft": 1.0, "ppl": 20.0},
-             "phase_counters": {"tokens": 10}, "run_counters": {"tokens": 10}, "wall_seconds": 1.0}
-    if code is not None:
+    state = phase_record(final_eval={"ce": 3.0, "kd": 0.5, "kd_soft": 1.0, "ppl": 20.0}).to_json()
+    if code is None:  # a record written before phases recorded their code
+        del state["code"]
+    else:
         state["code"] = code
     (folder / "state.json").write_text(json.dumps(state))
     (folder / "eval.csv").write_text("step,global_step,ce,kd,kd_soft,ppl\n4,4,3.0,0.5,1.0,20.0\n")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, phase_arguments_for, tiny_run_config, write_phase_inputs
+from conftest import REPO, phase_job, tiny_run_config, with_out, write_phase_inputs
 
 from normgrow.spec.execution import Tracking
 from normgrow.train.tracking import flatten, run_name
@@ -32,21 +32,21 @@ def setup(tmp_path_factory) -> dict:
     write_phase_inputs(root, seed=1, documents=30, longest=12, valid=4)
     config = tiny_run_config()
     config["train"].update(phase_steps=STEPS, state_every=STATE_EVERY, eval_every=4)
-    return {"root": root, "arguments": phase_arguments_for(config, "post-freeze", 5, 0)}
+    return {"root": root, "job": phase_job(config, "post-freeze", 5, 0, root)}
 
 
 def train(setup: dict, name: str, log_with: list[str], fault: str | None = None) -> subprocess.CompletedProcess:
     """The phase as the workflow's job runs it (`normgrow.cli train-phase`), tracked as `name`."""
     root = setup["root"]
-    arguments = dict(setup["arguments"])
-    arguments["execution"] = {**arguments["execution"], "tracking": dataclasses.asdict(Tracking(
+    job = with_out(setup["job"], root / name)
+    task = job["tasks"][0]
+    task["execution"] = {**task["execution"], "tracking": dataclasses.asdict(Tracking(
         tuple(log_with), str(root / "tracking"), "normgrow", {}, f"{name}/seed5/phase0"))}
-    spec = root / f"{name}.json"
-    spec.write_text(json.dumps(arguments))
+    path = root / f"{name}.json"
+    path.write_text(json.dumps(job))
     env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
     env.update({"NORMGROW_FAULT": fault} if fault else {}, WANDB_SILENT="true")
-    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--spec", str(spec), "--teacher",
-               str(root / "teacher"), "--tokens", str(root / "tokens"), "--out", str(root / name)]
+    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--job", str(path)]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
 

@@ -10,16 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import BATCH, LAYERS_PER_BLOCK, SEED, STEPS, tiny_run_config
+from conftest import BATCH, LAYERS_PER_BLOCK, SEED, STEPS, tiny_run_config, train_alone
 from safetensors.torch import load_file
 
 from normgrow.model.student import BlockStackStudent
 from normgrow.spec.curriculum import Training, phase_spec
 from normgrow.spec.execution import Execution
+from normgrow.spec.phase_record import PhaseRecord
 from normgrow.spec.schedule import lr_at
 from normgrow.train.data import collate, epoch_permutation
 from normgrow.train.objective import Objective, loss_positions, next_token_labels
-from normgrow.train.trainer import build_optimizer, optimizer_step, train_phase
+from normgrow.train.trainer import build_optimizer, optimizer_step
 
 TRAIN = Training.from_config(tiny_run_config()["train"])
 
@@ -67,7 +68,7 @@ def run_all(workspace: dict, name: str, config: dict | None = None, run: str = "
         for phase in range(len(config["curricula"][config["runs"][run]["curriculum"]])):
             spec = phase_spec(config, run, SEED, phase)
             out = workspace["root"] / name / f"phase{phase}"
-            train_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], previous, out,
+            train_alone(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], previous, out,
                         log=io.StringIO())
             outs.append(out)
             previous = out
@@ -133,8 +134,10 @@ def test_token_counters(workspace, freeze_run):
     order = epoch_permutation(shard, SEED, 0)
     batches = [[train[j] for j in order[i:i + BATCH]] for i in range(0, shard, BATCH)]
     tokens0 = sum(len(d) for b in batches for d in b)
-    states = [json.loads((out / "state.json").read_text()) for out in freeze_run]
-    c0, c1 = states[0]["phase_counters"], states[1]["phase_counters"]
+    states = [PhaseRecord.read(out / "state.json") for out in freeze_run]
+    assert all(list(json.loads((out / "state.json").read_text())) == list(record.to_json())
+               for out, record in zip(freeze_run, states, strict=True))  # the file is the record, in its order
+    c0, c1 = states[0].phase_counters, states[1].phase_counters
     assert c0["steps"] == c1["steps"] == STEPS
     assert c0["tokens"] == tokens0 == shard_tokens
     assert c0["unique_tokens"] == shard_tokens
@@ -149,13 +152,13 @@ def test_token_counters(workspace, freeze_run):
     rows1 = read_csv(freeze_run[1] / "train.csv")
     assert sum(int(r["tokens"]) for r in rows1) == shard_tokens
     # run counters accumulate
-    run = states[1]["run_counters"]
+    run = states[1].run_counters
     assert run["tokens"] == 2 * shard_tokens
     assert run["unique_tokens"] == shard_tokens
     assert run["active_layer_tokens"] == shard_tokens * (1 + 2) * LAYERS_PER_BLOCK
     assert run["steps"] == 2 * STEPS
-    assert states[1]["global_step"] == 2 * STEPS
-    assert states[1]["trainable_blocks"] == [1]
+    assert states[1].global_step == 2 * STEPS and states[1].position.global_step == 2 * STEPS
+    assert states[1].trainable_blocks == [1]
     assert [int(r["global_step"]) for r in rows1] == [STEPS + t for t in range(1, STEPS + 1)]
 
 
@@ -196,12 +199,12 @@ def test_a_phase_finished_by_an_earlier_job_keeps_the_code_that_trained_it(works
     try:
         monkeypatch.setenv("NORMGROW_FAULT", f"term@{STEPS}")
         with pytest.raises(Preempted):
-            train_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], None, out,
+            train_alone(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], None, out,
                         log=io.StringIO())
         monkeypatch.delenv("NORMGROW_FAULT")
         monkeypatch.setattr(science_code, "record", lambda: {**trained_by, "digest": "0" * 16})
         log = io.StringIO()
-        train_phase(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], None, out, log=log)
+        train_alone(spec, Execution.from_config(config), workspace["teacher"], workspace["tokens"], None, out, log=log)
     finally:
         torch.set_num_threads(threads)
     assert f"resumed from the state at update {STEPS}" in log.getvalue()
@@ -317,11 +320,11 @@ def test_a_later_phase_resumed_keeps_its_earlier_steps_in_tensorboard(workspace,
     try:
         monkeypatch.setenv("NORMGROW_FAULT", "term@2")
         with pytest.raises(Preempted):
-            train_phase(spec, execution, workspace["teacher"], workspace["tokens"], freeze_run[0], out,
+            train_alone(spec, execution, workspace["teacher"], workspace["tokens"], freeze_run[0], out,
                         log=io.StringIO())
         monkeypatch.delenv("NORMGROW_FAULT")
         log = io.StringIO()
-        train_phase(spec, execution, workspace["teacher"], workspace["tokens"], freeze_run[0], out, log=log)
+        train_alone(spec, execution, workspace["teacher"], workspace["tokens"], freeze_run[0], out, log=log)
     finally:
         torch.set_num_threads(threads)
     assert "resumed from the state at update 2" in log.getvalue()

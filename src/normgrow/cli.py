@@ -1,7 +1,8 @@
 """Command line.
 
-- `python -m normgrow.cli train-phase ...` runs one phase outside Snakemake (the same function the
-  workflow's train rule calls), e.g. for fault-injection tests;
+- `python -m normgrow.cli train-phase --job FILE` trains a job (normgrow.train.trainer.TrainingJob as JSON): what
+  every rank runs under torchrun (normgrow.cluster.launch), and a phase outside Snakemake, e.g. for the
+  fault-injection tests;
 - `python -m normgrow.cli plan config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` prints the
   resource plan of a configuration (normgrow.cluster.plan) and its budget: GPU-hours, wall time on
   `--nodes`, the critical path and disk (normgrow.cluster.budget);
@@ -29,27 +30,18 @@ import sys
 from pathlib import Path
 
 from normgrow.cluster.budget import H100_BF16_TFLOPS, PAPER_TOKENS_PER_DOCUMENT
-from normgrow.cluster.launch import read_phase_arguments
 from normgrow.spec.execution import PHASE_FILES
 from normgrow.train import threads  # noqa: F401  (before torch: OpenMP's spin, normgrow.train.threads)
-from normgrow.train.trainer import PhaseTask, Preempted, train_phases
+from normgrow.train.trainer import Preempted, TrainingJob, train_phases
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="normgrow")
     commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train-phase", help="train one phase of one run (or a group: --tasks)")
-    what = train.add_mutually_exclusive_group(required=True)
-    what.add_argument("--spec", type=Path, help="phase spec and execution settings as JSON (normgrow.cluster.launch."
-                                                "phase_arguments); with --out and --previous")
-    what.add_argument("--tasks", type=Path, help="phases that read one batch stream, as a JSON list of normgrow.train."
-                                                 "trainer.PhaseTask, trained on one teacher forward per batch")
-    train.add_argument("--teacher", required=True, help="teacher hub id or local directory")
-    train.add_argument("--teacher-revision", help="a hub teacher's revision (teacher.revision; default: the hub's "
-                                                  "default branch)")
-    train.add_argument("--tokens", type=Path, required=True, help="tokenized data directory")
-    train.add_argument("--previous", type=Path, help="the previous phase's output directory")
-    train.add_argument("--out", type=Path, help="this phase's output directory (with --spec)")
+    train = commands.add_parser("train-phase", help="train one phase of one run, or a group that reads one batch "
+                                                    "stream on one teacher forward per batch")
+    train.add_argument("--job", type=Path, required=True,
+                       help="the job as JSON (normgrow.train.trainer.TrainingJob: its phases, teacher, tokens)")
     plan = commands.add_parser("plan", help="parameters, per-GPU memory, tokens per phase and the budget (GPU-hours, "
                                             "wall time, critical path, disk) of a config")
     plan.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
@@ -110,15 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         return print_plan(args)
     if args.command == "phases":
         return print_phases(args)
-    if args.tasks:
-        tasks = [PhaseTask.from_json(task) for task in json.loads(args.tasks.read_text())]
-    elif args.out is None:
-        parser.error("train-phase --spec needs --out")
-    else:
-        spec, execution = read_phase_arguments(args.spec)
-        tasks = [PhaseTask(spec, execution, args.previous, args.out)]
     try:
-        train_phases(tasks, args.teacher, args.tokens, teacher_revision=args.teacher_revision)
+        train_phases(TrainingJob.from_json(json.loads(args.job.read_text())))
     except Preempted as stop:
         print(stop, file=sys.stderr)
         return Preempted.exit_code
@@ -142,12 +127,13 @@ def print_phases(args) -> int:
 
     table = PhaseTable.from_config(read_configs(args.configs))
     if args.other_code:
+        from normgrow.spec.phase_record import PhaseRecord
         from normgrow.spec.science_code import digest, trained_by_other_code
 
         current = digest()
         for key in table.specs:
             state = Path("results/phases") / key / PHASE_FILES["state"]
-            if state.is_file() and trained_by_other_code(json.loads(state.read_text()), current):
+            if state.is_file() and trained_by_other_code(PhaseRecord.read(state).code, current):
                 print(state)
         return 0
     print(f"{len(table.specs)} distinct phases of {sum(map(len, table.runs.values()))} run phases")

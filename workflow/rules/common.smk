@@ -79,7 +79,7 @@ GROUPED = [key for group in GROUPS for key in group.keys]
 
 def phase_outputs(key):
     """A phase's declared outputs, by name: normgrow.spec.execution's PHASE_FILES and its snapshots directory
-    (its resume states and the ranks' arguments are the job's own state, not outputs: RESUME_DIR, TASKS_FILE)."""
+    (its resume states and the ranks' arguments are the job's own state, not outputs: RESUME_DIR, JOB_FILE)."""
     folder = PHASE_DIR.format(key=key)
     return {**{name: f"{folder}/{file}" for name, file in PHASE_FILES.items()},
             "snapshots": directory(f"{folder}/{SNAPSHOTS_DIR}")}

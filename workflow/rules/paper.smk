@@ -1,3 +1,7 @@
+# The tidy tables rule collect_metrics writes (normgrow.paper.results) and rule paper reads, named once.
+METRIC_TABLES = ("evals", "phases", "transitions", "boundary_rms", "block_removal")
+
+
 rule collect_metrics:
     input:
         indexes=run_indexes(),
@@ -6,11 +10,7 @@ rule collect_metrics:
         eval_logs=all_phase_outputs("eval"),
         diagnostics=all_diagnostics(),
     output:
-        evals="results/metrics/evals.csv",
-        phases="results/metrics/phases.csv",
-        transitions="results/metrics/transitions.csv",
-        boundary_rms="results/metrics/boundary_rms.csv",
-        block_removal="results/metrics/block_removal.csv",
+        **{name: f"results/metrics/{name}.csv" for name in METRIC_TABLES},
     log:
         "logs/paper/collect_metrics.log",
     conda:
@@ -47,11 +47,7 @@ rule provenance:
 # the table's or figure's text by the pattern's {name}).
 rule paper:
     input:
-        evals="results/metrics/evals.csv",
-        phases="results/metrics/phases.csv",
-        transitions="results/metrics/transitions.csv",
-        boundary_rms="results/metrics/boundary_rms.csv",
-        block_removal="results/metrics/block_removal.csv",
+        **rules.collect_metrics.output,
         diagnostics=all_diagnostics(),
         teacher_check="results/teacher/check.json",
         teacher_probe="results/teacher/probe.json",
@@ -69,6 +65,7 @@ rule paper:
     params:
         config=science_config(config),  # execution settings rebuild nothing
         captions=report_items(),  # the report's captions (workflow/report/tables.rst, figures.rst)
+        metrics=METRIC_TABLES,
         # this checkout's science code (normgrow.spec.science_code): after a code change the report is rebuilt
         # and warns that its phases, reused by key, come from other code (it retrains nothing)
         code=science_code.digest(),

@@ -12,8 +12,9 @@ with job_log(snakemake.log[0]):
     train_logs = {(e.run, e.seed, e.phase): e.folder / PHASE_FILES["train"] for e in layout}
     transitions = collect_transitions(phases, train_logs)
     rms, removal = collect_diagnostics(snakemake.input.diagnostics)
-    for frame, path in ((evals, out.evals), (phases, out.phases), (transitions, out.transitions),
-                        (rms, out.boundary_rms), (removal, out.block_removal)):
-        frame.to_csv(path, index=False)
+    frames = {"evals": evals, "phases": phases, "transitions": transitions, "boundary_rms": rms,
+              "block_removal": removal}
+    for name, path in out.items():
+        frames[name].to_csv(path, index=False)
     print(f"{len(phases)} phases, {len(evals)} evaluations, {len(transitions)} transitions, "
           f"{len(removal)} block-removal rows")

@@ -8,8 +8,7 @@ from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     i = snakemake.input
-    metrics = {name: Path(getattr(i, name)) for name in ("evals", "phases", "transitions", "boundary_rms",
-                                                          "block_removal")}
+    metrics = {name: Path(i[name]) for name in snakemake.params.metrics}
     build_paper(Path(snakemake.output[0]), metrics, [Path(p) for p in i.diagnostics],
                 json.loads(Path(i.teacher_check).read_text()), json.loads(Path(i.teacher_probe).read_text()),
                 json.loads((Path(i.tokens) / "meta.json").read_text()), snakemake.params.config,

@@ -1,5 +1,6 @@
 """Train one distinct phase, or a group of phases that read one batch stream on one teacher forward
-per batch (normgrow.cluster.launch.launch_phases: in this process or under torchrun); exit 143 after a
+per batch: the job (normgrow.train.trainer.TrainingJob), built here once, launched in this process or under
+torchrun (normgrow.cluster.launch.launch_phases); exit 143 after a
 SIGTERM-saved state. Execution settings come from the config, not from params, so that changing
 them reruns nothing. The attempt (resources.attempt: 1, or a retry's > 1) decides what a retry does
 (normgrow.train.attempts: restore a finished phase, fail at once after an exception, or resume)."""
@@ -13,7 +14,7 @@ from normgrow.spec.curriculum import PhaseTable
 from normgrow.spec.execution import Execution
 from normgrow.spec.logs import job_log
 from normgrow.train.tracking import run_name
-from normgrow.train.trainer import PhaseTask
+from normgrow.train.trainer import PhaseTask, TrainingJob
 
 with job_log(snakemake.log[0]) as log:
     table = PhaseTable.from_config(snakemake.config)
@@ -25,7 +26,6 @@ with job_log(snakemake.log[0]) as log:
         previous = None if spec.previous is None else Path(snakemake.params.phase_dir.format(key=spec.previous.key))
         tasks.append(PhaseTask(spec, execution, previous, Path(snakemake.params.phase_dir.format(key=key))))
     teacher = snakemake.params.teacher
-    status = launch_phases(tasks, teacher["name"], Path(snakemake.input.tokens), log,
-                           teacher_revision=teacher["revision"], attempt=int(snakemake.resources.attempt),
-                           **launch_ranks(snakemake.config))
+    job = TrainingJob(tuple(tasks), teacher["name"], Path(snakemake.input.tokens), teacher["revision"])
+    status = launch_phases(job, log, attempt=int(snakemake.resources.attempt), **launch_ranks(snakemake.config))
 sys.exit(status)

@@ -30,7 +30,7 @@ Two differences from a real GPU, both in what the fake device can do on a CPU-on
   do that);
 - AdamW's steps run outside the tracker (its state, 2 fp32 moments per sharded parameter, is
   counted): the fused kernel the trainer uses is in place on a GPU, but its fake-DTensor trace
-  allocates full-size temporaries it does not (~17× the optimizer state). The tracker is left
+  allocates full-size temporaries it does not (docs/cluster.md). The tracker is left
   before each student's step and entered again after it (the frees in between, such as the
   gradients the step drops, are still recorded), and the peak is the largest of its segments.
 """

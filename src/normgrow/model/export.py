@@ -22,7 +22,6 @@ checked against state.json's active layers.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import shutil
 from pathlib import Path
@@ -34,6 +33,7 @@ from normgrow.model.family import family
 from normgrow.model.placement import layer_classes
 from normgrow.model.student import BlockStackStudent, student_config
 from normgrow.spec.execution import PHASE_FILES
+from normgrow.spec.phase_record import PhaseRecord
 
 BLOCK = re.compile(r"blocks\.(\d+)\.(\d+)\.")
 # The remote code of a non-pre-norm export: these package modules and the package modules they import,
@@ -48,20 +48,12 @@ def read_phase(phase_dir: Path) -> dict:
     a FileNotFoundError or ValueError naming the file for a directory that is not a phase's output."""
     phase_dir = Path(phase_dir)
     state_path, weights = phase_dir / PHASE_FILES["state"], phase_dir / PHASE_FILES["student"]
-    for path in (state_path, weights):
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: missing; a phase directory (results/phases/{{key}}) holds "
-                                    "student.safetensors and state.json")
+    record = PhaseRecord.read(state_path)
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights}: missing; a phase directory (results/phases/{{key}}) holds "
+                                "student.safetensors and state.json")
     try:
-        state = json.loads(state_path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{state_path}: not JSON ({error})") from None
-    if not isinstance(state, dict) or not isinstance(state.get("placement"), str) \
-            or not isinstance(state.get("active_blocks"), int):
-        raise ValueError(f"{state_path}: not a phase state (normgrow.train.trainer writes one per phase, with "
-                         "`placement` and `active_blocks`)")
-    try:
-        layer_classes(state["placement"], 1)
+        layer_classes(record.placement, 1)
     except ValueError as error:
         raise ValueError(f"{state_path}: {error}") from None
     try:
@@ -73,11 +65,11 @@ def read_phase(phase_dir: Path) -> dict:
     if not indices:
         raise ValueError(f"{weights}: holds no block-stack student (no blocks.b.i.* parameters)")
     blocks, layers = max(b for b, _ in indices) + 1, max(i for _, i in indices) + 1
-    active = state["active_blocks"]
-    if not 1 <= active <= blocks or state.get("active_layers", active * layers) != active * layers:
-        raise ValueError(f"{state_path}: active_blocks {active} / active_layers {state.get('active_layers')} "
+    active = record.active_blocks
+    if not 1 <= active <= blocks or record.active_layers != active * layers:
+        raise ValueError(f"{state_path}: active_blocks {active} / active_layers {record.active_layers} "
                          f"do not fit the checkpoint's {blocks} blocks of {layers} layers ({weights})")
-    return {"placement": state["placement"], "blocks": blocks, "layers_per_block": layers, "active_blocks": active,
+    return {"placement": record.placement, "blocks": blocks, "layers_per_block": layers, "active_blocks": active,
             "weights": weights, "shapes": shapes}
 
 

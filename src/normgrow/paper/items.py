@@ -22,7 +22,7 @@ class Item:
 
 ITEMS = {
     "table1": Item(
-        "Table 1", "Main text", "placement × curriculum interaction: final validation CE",
+        "Table 1", "Main text", "placement × curriculum interaction (validation CE ↓)",
         "(paper Table 1, the main result). Final validation cross-entropy (CE, nats per token, lower is "
         "better) of the pre-norm and post-norm students, each trained jointly (all blocks from the first "
         "step, one phase) and with curriculum depth growing (one block more per phase, the earlier blocks"
@@ -30,25 +30,25 @@ ITEMS = {
         "the paper, placement does not matter when trained jointly (Δ_joint ≈ 0) and post-norm profits "
         "from growth (Δ_grow and the interaction negative)."),
     "table2": Item(
-        "Table 2", "Main text", "single-block control: phase 0 of grow",
+        "Table 2", "Main text", "single-block control, phase 0 of grow (↓)",
         "(paper Table 2). The phase-0 checkpoint of pre-grow and post-grow, when only the first block is "
         "active: validation CE, the distillation term (KD as the soft cross-entropy, the paper-comparable"
         " column, and the KL the objective weights) and perplexity exp(CE). In the paper, with a single "
         "block post-norm is no better, so its advantage in Table 1 comes from growing."),
     "table3": Item(
-        "Table 3", "Main text", "post-joint budget controls against post-grow",
+        "Table 3", "Main text", "post-joint budget controls (validation CE ↓)",
         "(paper Table 3). Final validation CE of post-joint trained longer, with an LR restart between "
         "50k-step phases on fresh data: post-joint-long matches grow's active-layer token budget, post-"
         "joint-longer its total tokens; post-grow beside them. In the paper, more joint training does not"
         " catch up with growing."),
     "table4": Item(
-        "Table 4", "Main text", "block removal: ΔCE and angular distance per block",
+        "Table 4", "Main text", "block removal at the final checkpoint (diagnostic batch)",
         "(paper Table 4). At the final checkpoint of pre/post × joint/grow, each block l is bypassed on "
         "the fixed diagnostic batch: ΔCE_l = CE(without block l) − CE(full), and the block's angular "
         "distance, the mean over tokens of arccos(cos(h_in, h_out))/π. In the paper, the last pre-grow "
         "block is nearly the identity while the last post-grow block still matters."),
     "tableA1": Item(
-        "Table A1", "Appendix", "hyper-parameters of this run beside the paper's",
+        "Table A1", "Appendix", "hyper-parameters",
         "(paper App. C). The configuration this run actually used, beside the paper's: teacher, K blocks "
         "× L layers, batch, sequence length, steps per phase, AdamW and schedule settings, the "
         "objective's α, γ and τ, evaluation cadence and seeds."),
@@ -60,12 +60,12 @@ ITEMS = {
         "tokens but no more unique ones. Beside them, not in the paper, each run's training CE at its first "
         "update (its start; the precondition \"a common start\" compares pre- and post-norm's)."),
     "tableA3": Item(
-        "Table A3", "Appendix", "freeze control against grow",
+        "Table A3", "Appendix", "freeze control (validation CE ↓)",
         "(paper App. B.1). Grow where each phase trains only the newest block (with the boundary norm and"
         " the LM head), against ordinary grow, for both placements; Δ = post − pre per curriculum. In the"
         " paper, Δ_freeze ≈ Δ_grow: post-norm keeps its advantage when the earlier blocks are frozen."),
     "tableA4": Item(
-        "Table A4", "Appendix", "training loss at the block-appending transitions",
+        "Table A4", "Appendix", "training loss at block-appending transitions (grow)",
         "(paper Table A4). The grow runs' training loss at every block-appending step: the jump over the "
         "loss just before the transition, the excess loss over the first 2% and 10% of a phase (the "
         "paper's 1k and 5k of 50k steps; the mean is the paper-comparable AUC, the area is given beside "
@@ -73,28 +73,28 @@ ITEMS = {
         "steps). In the paper, post-norm's loss jumps far more at a transition and takes far longer to "
         "recover."),
     "tableB3": Item(
-        "Table B3", "Appendix", "grow with the data iterator reset (App. B.3)",
+        "Table B3", "Appendix", "grow with iterator reset (validation CE ↓)",
         "(paper App. B.3). Grow with the document iterator rewound to the start of the shard at every "
         "phase, against grow that continues it, for both placements. The paper gives no numbers, only "
         "that reset ≈ grow with the same ranking."),
     "tableP1": Item(
-        "Table P1", "Beyond the paper", "every placement against pre-norm",
+        "Table P1", "Beyond the paper", "every placement against pre-norm (validation CE ↓, Δ = placement − pre)",
         "(beyond the paper). Final validation CE under joint and grow of each further normalisation "
         "placement, Δ = placement − pre per curriculum, paired by seed, and the interaction Δ_grow − "
         "Δ_joint (the paper's Eq. 6 with that placement for post-norm), with each placement's norm "
         "weights per layer."),
     "tableP2": Item(
-        "Table P2", "Beyond the paper", "boundary RMS and block removal of every diagnosed grow run",
+        "Table P2", "Beyond the paper", "boundary RMS and block removal of every diagnosed grow run (final checkpoint)",
         "(beyond the paper). At the final checkpoint of every diagnosed grow run: the mean per-token RMS "
         "of the residual stream at each block boundary and the block-removal ΔCE of each block — the "
         "paper's Fig. 4 and Table 4 diagnostics for any placement."),
     "tableG1": Item(
-        "Table G1", "Beyond the paper", "growth operators × placements: final validation CE, Δ_grow",
+        "Table G1", "Beyond the paper", "growth operators × placements (validation CE ↓; Δ = post − pre)",
         "(beyond the paper; docs/growth.md). Final validation CE of the pre- and post-norm grow runs "
         "under each way of starting the appended block (random — the paper's —, zero, copy, ramp), and "
         "Δ_grow = post − pre per operator, paired by seed."),
     "tableG2": Item(
-        "Table G2", "Beyond the paper", "training loss at the transitions under each growth operator",
+        "Table G2", "Beyond the paper", "training loss at block-appending transitions, per growth operator",
         "(beyond the paper). Jump, AUC and recovery of the training loss at every block-appending "
         "transition (the Table A4 definitions) for each operator and placement."),
     "figG1_growth_operators": Item(

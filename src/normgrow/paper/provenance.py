@@ -1,5 +1,5 @@
 """What ran: the git commit of the workflow's checkout, the installed software, and the code that
-trained each phase (normgrow.spec.science_code, as results.phase_code collects it). The report (index.html,
+trained each phase (normgrow.spec.science_code, as results.code_columns collects it). The report (index.html,
 report.md) shows the key packages and warns when its phases come from other code; rule `provenance`
 writes every distribution and the resolved configuration for `snakemake --report` (results/provenance/)."""
 

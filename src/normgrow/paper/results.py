@@ -2,7 +2,7 @@
 
 - evals: one row per validation evaluation (run, seed, phase, step, global_step, ce, kd, ppl);
 - phases: one row per phase (its spec, its final evaluation, the training CE of its first update, its and
-  the run's token counters, and the code that trained it: `phase_code`);
+  the run's token counters, and the code that trained it: `code_columns`);
 - transitions: the loss around every block-appending transition (Table A4, transitions.py);
 - boundary RMS and block removal: one row per checkpoint, boundary or block of the diagnostics.
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from normgrow.spec.execution import PHASE_FILES
+from normgrow.spec.phase_record import PhaseRecord
 
 
 @dataclass(frozen=True)
@@ -48,19 +49,19 @@ def collect_phases(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
     one (`reset` at phase 0 is `continue`)."""
     eval_frames, phase_rows = [], []
     for entry in layout:
-        state = json.loads((entry.folder / PHASE_FILES["state"]).read_text())
+        record = PhaseRecord.read(entry.folder / PHASE_FILES["state"])
         key = {"run": entry.run, "seed": entry.seed, "phase": entry.phase}
         evals = pd.read_csv(entry.folder / PHASE_FILES["eval"])
-        eval_frames.append(evals.assign(**key, placement=state["placement"]))
-        row = {**key, "placement": state["placement"], "active_blocks": state["active_blocks"],
-               "active_layers": state["active_layers"],
+        eval_frames.append(evals.assign(**key, placement=record.placement))
+        row = {**key, "placement": record.placement, "active_blocks": record.active_blocks,
+               "active_layers": record.active_layers,
                "trainable_blocks": " ".join(map(str, entry.trainable_blocks)),
-               "data_policy": entry.data_policy, "global_step": state["global_step"],
-               **{k: state["final_eval"][k] for k in ("ce", "kd", "kd_soft", "ppl")},
+               "data_policy": entry.data_policy, "global_step": record.global_step,
+               **{k: record.final_eval[k] for k in ("ce", "kd", "kd_soft", "ppl")},
                "first_update_ce": first_update_ce(entry.folder),
-               **{f"phase_{k}": v for k, v in state["phase_counters"].items()},
-               **{f"run_{k}": v for k, v in state["run_counters"].items()},
-               "wall_seconds": state["wall_seconds"], **phase_code(state)}
+               **{f"phase_{k}": v for k, v in record.phase_counters.items()},
+               **{f"run_{k}": v for k, v in record.run_counters.items()},
+               "wall_seconds": record.wall_seconds, **code_columns(record.code)}
         phase_rows.append(row)
     if not phase_rows:
         raise FileNotFoundError("no phase outputs to collect")
@@ -84,13 +85,12 @@ CODE_COLUMNS = {"code_digest": "digest", "code_torch": "torch", "code_transforme
 UNRECORDED = "unrecorded"  # a phase trained before phases recorded their code
 
 
-def phase_code(state: dict) -> dict[str, str]:
-    """The code that trained a phase (its state.json's `code`), one column per item: each item's
+def code_columns(code: list[dict[str, str]]) -> dict[str, str]:
+    """The code that trained a phase (its record's `code`), one column per item: each item's
     values in the order its jobs ran, joined by " + " when a resumed phase was trained by more than one."""
-    code = state.get("code") or [{}]
     columns = {}
     for column, item in CODE_COLUMNS.items():
-        values = list(dict.fromkeys(str(job.get(item, UNRECORDED)) for job in code))
+        values = list(dict.fromkeys(str(job.get(item, UNRECORDED)) for job in code or [{}]))
         columns[column] = " + ".join(values)
     return columns
 

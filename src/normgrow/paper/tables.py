@@ -35,10 +35,14 @@ class Cell:
 @dataclass
 class Table:
     name: str  # the file name in results/paper/tables and the key of its label in normgrow.paper.items
-    title: str  # what it shows, after its label
     cells: list[Cell] = field(default_factory=list)
     digits: int = 4
     note: str | None = None  # printed under the table: definitions that differ from the paper's words
+
+    @property
+    def title(self) -> str:
+        """What it shows, after its label: its `shows` in normgrow.paper.items."""
+        return ITEMS[self.name].shows
 
     @property
     def heading(self) -> str:
@@ -188,7 +192,7 @@ def placement_grid(t: Table, r: Results, curricula: dict[str, str], paper: dict 
 def table1(r: Results, ref: dict) -> Table:
     """Final validation CE of pre/post × joint/grow; Δ = post − pre; interaction = Δ_grow − Δ_joint."""
     r.require("pre-joint", "post-joint", "pre-grow", "post-grow")
-    t = Table("table1", "placement × curriculum interaction (validation CE ↓)")
+    t = Table("table1")
     d = placement_grid(t, r, {"joint": "Joint", "grow": "Grow"}, ref["table1"])
     t.add("Interaction (Δ_grow − Δ_joint)", "Grow", d["grow"] - d["joint"], ref["table1"]["interaction"])
     return t
@@ -198,7 +202,7 @@ def table2(r: Results, ref: dict) -> Table:
     """Single-block control: phase 0 of the grow runs (one active block)."""
     r.require("pre-grow", "post-grow")
     paper = ref["table2"]["pre"]
-    t = Table("table2", "single-block control, phase 0 of grow (↓)",
+    t = Table("table2",
               note="KD (soft CE) = −Σ q_teacher·log q_student = KL + H(teacher), the paper-comparable column: the "
                    f"paper's KD ({paper['kd']:.4f}) exceeds its CE ({paper['ce']:.4f}), which only a soft "
                    "cross-entropy can. KL is the term the objective weights (normgrow.train.objective).")
@@ -217,7 +221,7 @@ def table3(r: Results, ref: dict) -> Table:
             ("post-joint-longer", "Post-Joint-longer (total tokens)"),
             ("post-grow", "Post-Grow")]
     r.require(*(run for run, _ in rows))
-    t = Table("table3", "post-joint budget controls (validation CE ↓)")
+    t = Table("table3")
     for run, label in rows:
         t.add(label, "CE", r.final_metric(run), ref["table3"]["ce"][run])
     return t
@@ -233,7 +237,7 @@ def tableA2(r: Results, ref: dict) -> Table:
     paper's total and unique tokens for the runs with the paper's curricula; and each run's start, its
     training CE at its first update (where a short budget may measure the start rather than the
     placement: normgrow.paper.preconditions.start_gap), when the phases recorded it."""
-    t = Table("tableA2", "training budgets from the logged token counts, and each run's start", digits=0)
+    t = Table("tableA2", digits=0)
     per_run = r.phases.sort_values("phase").groupby(["run", "seed"])
     for (run, _seed), rows in per_run:
         if any(c.row == run for c in t.cells):
@@ -255,7 +259,7 @@ def tableA2(r: Results, ref: dict) -> Table:
 def tableA3(r: Results, ref: dict) -> Table:
     """Freeze control (only the newest block trains) against grow."""
     r.require("pre-freeze", "post-freeze", "pre-grow", "post-grow")
-    t = Table("tableA3", "freeze control (validation CE ↓)")
+    t = Table("tableA3")
     p = ref["tableA3"]
     deltas = placement_grid(t, r, {"freeze": "Freeze", "grow": "Grow"}, p)
     t.add("Δ_freeze − Δ_grow", "Freeze", deltas["freeze"] - deltas["grow"],
@@ -266,7 +270,7 @@ def tableA3(r: Results, ref: dict) -> Table:
 def tableB3(r: Results, ref: dict) -> Table:
     """Grow with the iterator rewound at every phase (App. B.3) against grow (final validation CE)."""
     r.require("pre-grow-reset", "post-grow-reset", "pre-grow", "post-grow")
-    t = Table("tableB3", "grow with iterator reset (validation CE ↓)",
+    t = Table("tableB3",
               note="The paper reports no numbers for this control, only that reset ≈ grow with the same ranking.")
     placement_grid(t, r, {"grow-reset": "Grow-reset", "grow": "Grow"})
     for placement in ("pre", "post"):
@@ -283,7 +287,7 @@ def table4(r: Results, ref: dict) -> Table:
     r.require(*MAIN_RUNS)
     if r.removal.empty:
         raise NotBuilt("no block-removal diagnostics (diagnostics.runs)")
-    t = Table("table4", "block removal at the final checkpoint (diagnostic batch)", digits=3)
+    t = Table("table4", digits=3)
     removal = final_checkpoints(r.removal)
     for run in MAIN_RUNS:
         rows = removal[removal["run"] == run]
@@ -313,7 +317,7 @@ def tableA1(r: Results, ref: dict) -> Table:
         "diagnostic documents": data["diag_docs"], "teacher precision": c["teacher"]["dtype"],
         "seeds": ", ".join(map(str, c["seeds"])),
     }
-    t = Table("tableA1", "hyper-parameters")
+    t = Table("tableA1")
     for key, value in ours.items():
         t.add(key, "value", text=str(value), paper=str(ref["tableA1"].get(key, "")))
     return t
@@ -324,7 +328,7 @@ def tableA4(r: Results, ref: dict) -> Table:
     r.require("pre-grow", "post-grow")
     if r.transitions.empty:
         raise NotBuilt("no block-appending transitions")
-    t = Table("tableA4", "training loss at block-appending transitions (grow)",
+    t = Table("tableA4",
               note="AUC (mean) = mean excess training loss over the window (2% / 10% of a phase: the paper's 1k / "
                    "5k of 50k steps), the paper-comparable column: the paper's post-norm AUC5k < AUC1k while its "
                    "loss recovers only after ~19k steps fits the mean, not the area. AUC (sum) is the area, in "
@@ -369,7 +373,7 @@ def tableP1(r: Results, ref: dict) -> Table:
     placements = placements_with_roles(r)
     if not placements:
         raise NotBuilt("needs a placement other than pre-norm run under joint and grow")
-    t = Table("tableP1", "every placement against pre-norm (validation CE ↓, Δ = placement − pre)",
+    t = Table("tableP1",
               note="Norm weights: RMSNorm weights per decoder layer besides the q/k norms all placements share; "
                    "placements with more than pre/post's 2·H have more normalisation parameters.")
     for placement in ["pre", *placements]:
@@ -401,7 +405,7 @@ def tableP2(r: Results, ref: dict) -> Table:
     diagnosed = [run for run in sorted(set(rms["run"]) & set(removal["run"])) if has_role(run, "grow")]
     if not diagnosed:
         raise NotBuilt("no grow run was diagnosed (diagnostics.runs)")
-    t = Table("tableP2", "boundary RMS and block removal of every diagnosed grow run (final checkpoint)",
+    t = Table("tableP2",
               digits=3, note="RMS: mean per-token RMS over all real tokens at the stream entering block 0 "
                              "(boundary 0) and leaving block b−1 (boundary b); ΔCE: CE with block b bypassed − CE "
                              "of the full stack.")
@@ -427,7 +431,7 @@ def tableG1(r: Results, ref: dict) -> Table:
     operators = growth_operators(r)
     if operators == ["random"] or not operators:
         raise NotBuilt("needs pre- and post-norm grow runs under a growth operator other than random")
-    t = Table("tableG1", "growth operators × placements (validation CE ↓; Δ = post − pre)",
+    t = Table("tableG1",
               note="random is the paper's operator (a fresh block); zero, copy and ramp as in docs/growth.md.")
     for operator in operators:
         pre, post = (r.final_metric(str(Role(p, "grow", operator))) for p in ("pre", "post"))
@@ -445,7 +449,7 @@ def tableG2(r: Results, ref: dict) -> Table:
         raise NotBuilt("needs pre- and post-norm grow runs under a growth operator other than random")
     if r.transitions.empty:
         raise NotBuilt("no block-appending transitions")
-    t = Table("tableG2", "training loss at block-appending transitions, per growth operator",
+    t = Table("tableG2",
               note="jump: loss just after the transition − just before; AUC (mean): mean excess loss over 2% / 10% of "
                    "a phase; recovery: paper-equivalent steps until the loss is back to its level before (Table A4).")
     for phase in sorted(r.transitions["phase"].unique()):

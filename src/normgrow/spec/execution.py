@@ -20,7 +20,7 @@ SNAPSHOTS_DIR = "snapshots"
 # What a training job writes beside its declared outputs: its own state, not outputs, because Snakemake
 # removes a failed job's outputs before it retries, and the retry must find these (CONTRIBUTING.md, Layout).
 RESUME_DIR = "resume"       # {phase dir}/resume/: the verified states a retried or preempted phase resumes from
-TASKS_FILE = ".tasks.json"  # {first phase dir}/.tasks.json: the phases' arguments for the ranks under torchrun
+JOB_FILE = ".job.json"  # {first phase dir}/.job.json: the job (TrainingJob) the ranks read under torchrun
 # Inside RESUME_DIR, what a retry reads of the attempt before it (normgrow.train.attempts):
 FINISHED_DIR = "finished"  # resume/finished/ and finished.json: hard links of a finished phase's outputs, which a
 # retry restores when Snakemake deleted them after a kill that came after the phase finished (a TIMEOUT)
@@ -84,5 +84,5 @@ class Execution:
 
     @classmethod
     def from_json(cls, data: dict) -> Execution:
-        """From `dataclasses.asdict` of one (normgrow.cluster.launch.phase_arguments)."""
+        """From `dataclasses.asdict` of one (a PhaseTask as JSON, normgrow.train.trainer)."""
         return cls(**{**data, "tracking": Tracking.from_json(data["tracking"])})

@@ -29,6 +29,7 @@ PHASE_MODULES = (
     "train.evaluate",       # the validation metrics
     "spec.schedule",        # warm-up + cosine
     "spec.curriculum",      # phases: active and trainable blocks, data policies, growth operators, lr restarts
+    "spec.phase_record",    # a finished phase's record: where the next phase of its run starts
     "train.data",           # the document iterator, batches, the fixed validation batches
     "model.student",        # the block-stack student, its initialisation, growth
     "model.placement",      # each placement's layer classes
@@ -79,10 +80,10 @@ def version(package: str) -> str:
         return "not installed"
 
 
-def trained_by_other_code(state: dict, current: str) -> bool:
-    """Whether a phase's state.json (`state`) records code other than the digest `current`, in any job
-    that trained it, or records none (trained before phases recorded their code)."""
-    return {job.get("digest") for job in state.get("code") or [{}]} != {current}
+def trained_by_other_code(code: list[dict[str, str]], current: str) -> bool:
+    """Whether a phase's record (normgrow.spec.phase_record) names code other than the digest `current` (its
+    `code`) in any job that trained it, or names none (trained before phases recorded their code)."""
+    return {job.get("digest") for job in code or [{}]} != {current}
 
 
 @functools.cache

@@ -112,7 +112,7 @@ def process_group():
 def shard_student(student: torch.nn.Module, ranks: Ranks, precision: str, mesh: DeviceMesh | None = None) -> None:
     """FSDP2 in place: one unit per decoder layer, one at the root — except in a world of one
     computing in fp32, where sharding and casting change nothing and FSDP would only copy every
-    parameter and gradient through its collectives' buffers (~20% of the embedded default's step).
+    parameter and gradient through its collectives' buffers (its cost: docs/performance.md).
 
     Call after `set_trainable` and after loading weights; the student moves to `ranks.device` (unless
     it is there already: a fake-tensor trace cannot move modules). `mesh` defaults to one over all

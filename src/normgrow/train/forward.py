@@ -32,7 +32,7 @@ def at_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
 def causal_lm_hidden(model, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
     """(N, H) final hidden states of a `transformers` causal LM at the N loss positions. No KV cache:
     with the configs' usual `use_cache: true` the model would keep every layer's keys and values
-    until it returns (found by the memory trace: 9 GiB per rank at the paper's shape)."""
+    until it returns (found by the memory trace; docs/cluster.md, "What the trace found")."""
     if batch.position_ids is None:
         hidden = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                   use_cache=False).last_hidden_state

@@ -113,7 +113,7 @@ def _chunk_terms(h, weight, teacher_h, teacher_weight, y, *, objective: Objectiv
     normalizer, `rows` 0..chunk−1): its KL, teacher-entropy and CE sums; its gradients are written into
     `grad_hidden[part]` and added to `grad_weight` (either may be None). A function of its own so that
     the chunk's (chunk × V) tensors are freed when it returns, before the next chunk's exist (found by
-    the memory trace: a loop body kept the previous chunk's alive)."""
+    the memory trace: a loop body kept the previous chunk's alive; docs/cluster.md, "What the trace found")."""
     alpha, gamma, tau = objective.alpha, objective.gamma, objective.temperature
     z = (h @ weight.T).float()
     z_t = (teacher_h @ teacher_weight.T).float()

@@ -59,6 +59,7 @@ from normgrow.spec.curriculum import (
     stream_key,
 )
 from normgrow.spec.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Execution, shares_teacher_forward
+from normgrow.spec.phase_record import COUNTERS, PhaseRecord, RunPosition
 from normgrow.train.attempts import drop_errors, keep_finished, record_error
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import Ranks, process_group, shard_student
@@ -66,17 +67,15 @@ from normgrow.train.evaluate import evaluate_students
 from normgrow.train.faults import Faults
 from normgrow.train.forward import Distillation, LossInputs
 from normgrow.train.objective import Objective, loss_positions
-from normgrow.train.outputs import atomic_write, load_student, read_json, save_student, write_json
+from normgrow.train.outputs import atomic_write, load_student, save_student, write_json
 from normgrow.train.resume import ResumeStore, rng_state, seed_all, set_rng_state, spec_hash
 from normgrow.train.teacher import load_teacher
 from normgrow.train.tracking import Tracker
 
-COUNTERS = ("tokens", "unique_tokens", "active_layer_tokens", "steps")
-
 
 def build_optimizer(student: torch.nn.Module, training: Training) -> torch.optim.AdamW:
     """AdamW over the trainable parameters, with the fused kernel (one pass over each parameter's
-    state instead of one per operation; ~10× faster than the default on CPU)."""
+    state instead of one per operation; its speed-up: docs/performance.md)."""
     params = [p for p in student.parameters() if p.requires_grad]
     return torch.optim.AdamW(params, lr=training.lr, betas=training.betas, eps=training.eps,
                              weight_decay=training.weight_decay, fused=True)
@@ -144,51 +143,64 @@ class GroupFailed(RuntimeError):
     the group writes their outputs without training them again."""
 
 
-def train_phase(spec: PhaseSpec, execution: Execution, teacher_path: str, tokens_dir: Path, previous: Path | None,
-                out: Path, log=sys.stderr, teacher_revision: str | None = None) -> dict:
-    """Train the phase `spec` (the last of its phases) from the previous phase's outputs in
-    `previous`; write student.safetensors, state.json, train.csv, eval.csv and snapshots/ under
-    `out`. Resumes from `out/resume/` if a verified state of the same spec is there. Runs in this
-    process, or on every rank of a torchrun launch (normgrow.cluster.launch), with the student sharded by
-    FSDP2 (normgrow.train.distributed). `teacher_revision`: a hub teacher's revision (teacher.revision).
-    Returns the state."""
-    return train_phases([PhaseTask(spec, execution, previous, Path(out))], teacher_path, tokens_dir, log,
-                        teacher_revision)[0]
+@dataclass(frozen=True)
+class TrainingJob:
+    """What one training job trains, built once by the job (workflow/scripts/train_phase.py): its phases (one,
+    or a group that reads one batch stream), the teacher (a hub id or a directory, at `teacher_revision`
+    for a hub teacher: the config's teacher.revision) and the tokenized data. Under torchrun every rank
+    reads the same job from a JSON file (normgrow.cluster.launch)."""
+
+    tasks: tuple[PhaseTask, ...]
+    teacher: str
+    tokens: Path
+    teacher_revision: str | None = None
+
+    def to_json(self) -> dict:
+        return {"tasks": [task.to_json() for task in self.tasks], "teacher": self.teacher,
+                "tokens": str(self.tokens), "teacher_revision": self.teacher_revision}
+
+    @classmethod
+    def from_json(cls, data: dict) -> TrainingJob:
+        return cls(tuple(PhaseTask.from_json(task) for task in data["tasks"]), data["teacher"], Path(data["tokens"]),
+                   data["teacher_revision"])
 
 
-def train_phases(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, log=sys.stderr,
-                 teacher_revision: str | None = None) -> list[dict]:
-    """Train phases that read one batch stream side by side on one teacher forward per batch (a
-    group; `train_phase` is a group of one); returns their states in order. Refused unless every
-    phase reads the same stream and runs under the same threads and state interval.
+def train_phases(job: TrainingJob, log=sys.stderr) -> list[PhaseRecord]:
+    """Train the job's phases side by side on one teacher forward per batch (a phase alone is a group of
+    one): each from the previous phase's outputs (its task's `previous`) to student.safetensors, state.json,
+    train.csv, eval.csv and snapshots/ in its `out`, resuming from `out/resume/` where a verified state of
+    the same spec is there; returns their records in order. Runs in this process or on every rank of a
+    torchrun launch (normgrow.cluster.launch), the students sharded by FSDP2 (normgrow.train.distributed).
+    Refused unless every phase reads the same stream under the same execution settings (`check_group`).
 
     A Python exception (anything but a preemption) is recorded in every phase's resume directory before it
     propagates, so that a retry of the job fails at once with it (normgrow.train.attempts); a group refused
     by `check_group` writes nothing."""
-    check_group(tasks)
+    check_group(job.tasks)
     try:
-        return train_group(tasks, teacher_path, tokens_dir, log, teacher_revision)
+        return train_group(job, log)
     except Preempted:
         raise
     except Exception as error:
-        for task in tasks:
+        for task in job.tasks:
             record_error(task.out, error)
         raise
 
 
-def train_group(tasks: list[PhaseTask], teacher_path: str, tokens_dir: Path, log, teacher_revision: str | None):
+def train_group(job: TrainingJob, log) -> list[PhaseRecord]:
     """`train_phases` once the group is checked, without its error records."""
     science_code.record()  # the code this process trains with, read before anything else is loaded
     with process_group() as ranks:
-        torch.set_num_threads(tasks[0].execution.threads)
-        spec = tasks[0].spec
-        teacher = load_teacher(teacher_path, spec.teacher_dtype, spec.student["attn_implementation"], teacher_revision)
+        torch.set_num_threads(job.tasks[0].execution.threads)
+        spec = job.tasks[0].spec
+        teacher = load_teacher(job.teacher, spec.teacher_dtype, spec.student["attn_implementation"],
+                               job.teacher_revision)
         teacher.to(ranks.device)
-        trainer = GroupTrainer(tasks, teacher, Path(tokens_dir), ranks, log if ranks.main else open(os.devnull, "w"))
+        trainer = GroupTrainer(job.tasks, teacher, job.tokens, ranks, log if ranks.main else open(os.devnull, "w"))
         return trainer.run()
 
 
-def check_group(tasks: list[PhaseTask]) -> None:
+def check_group(tasks: tuple[PhaseTask, ...]) -> None:
     """A group's phases read one batch stream (normgrow.spec.curriculum.stream_key), are distinct, and share
     the execution settings every student of one loop follows."""
     if not tasks:
@@ -249,7 +261,7 @@ class GroupTrainer:
     their own error (FloatingPointError) and writes nothing; when some finished, with `GroupFailed`,
     and rerunning it writes their outputs without training them again."""
 
-    def __init__(self, tasks: list[PhaseTask], teacher, tokens_dir: Path, ranks: Ranks, log):
+    def __init__(self, tasks: tuple[PhaseTask, ...], teacher, tokens_dir: Path, ranks: Ranks, log):
         self.teacher, self.ranks, self.log = teacher, ranks, log
         self.members = []
         for task in tasks:
@@ -315,7 +327,7 @@ class GroupTrainer:
         if self.failures:
             raise GroupFailed("; ".join(self.failures) + ". The other students of the group finished and kept a final "
                               "resume state: rerunning the group writes their outputs without training them again.")
-        states = [member.finish() for member in self.members]
+        records = [member.finish() for member in self.members]
         if self.ranks.main:  # every record before any state goes: a kill in between leaves one or the other
             for member in self.members:
                 keep_finished(member.out, member.resume.spec_hash)
@@ -326,7 +338,7 @@ class GroupTrainer:
         self.ranks.barrier()
         for member in self.members:
             member.faults.after_finish()
-        return states
+        return records
 
     def step(self, t: int, live: list[PhaseTrainer]) -> list[PhaseTrainer]:
         """Update `t` of every live student on one batch and one teacher forward; returns the students
@@ -384,7 +396,7 @@ class PhaseTrainer:
         self.distillation = Distillation(teacher, Objective(**spec.objective), execution.loss_chunk, ranks.world)
         valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), training.batch_size, self.pad_id)
         self.valid = [self.layout(ranks.rows(batch, self.pad_id)) for batch in valid_batches]  # this rank's, once
-        self.start_data = spec.phase.start_position(DataPosition(**self.before["data"]))
+        self.start_data = spec.phase.start_position(self.before.data)
         self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.start_data, spec.shard_docs,
                                         training.batch_size, self.pad_id, spec.seed)
         self.layers = spec.phase.active_blocks * spec.student["layers_per_block"]
@@ -416,7 +428,7 @@ class PhaseTrainer:
             self.progress.trained_by(science_code.record())
         attached = {"spec": self.spec.to_json(), "execution": asdict(self.execution)}
         self.tracker = Tracker(self.execution.tracking, attached, self.ranks.main, self.ranks.device,
-                               first_step=self.before["global_step"] + self.progress.step + 1)
+                               first_step=self.before.global_step + self.progress.step + 1)
 
     def save_resume_state(self) -> None:
         self.progress.data = self.batches.at
@@ -453,7 +465,7 @@ class PhaseTrainer:
         counters["tokens"] += batch.tokens
         counters["active_layer_tokens"] += batch.tokens * self.layers
         self.progress.step = t
-        row = {"step": t, "global_step": self.before["global_step"] + t, "loss": loss, "ce": ce, "kd": kd,
+        row = {"step": t, "global_step": self.before.global_step + t, "loss": loss, "ce": ce, "kd": kd,
                "kd_soft": kd_soft, "lr": lr, "grad_norm": grad_norm, "tokens": batch.tokens}
         self.progress.train_rows.append(row)
         self.tracker.log_update(row, row["global_step"])
@@ -467,7 +479,7 @@ class PhaseTrainer:
         self.student.gate = None if c is None else (self.spec.phase.appended[0], c)
 
     def record_evaluation(self, t: int, metrics: dict) -> None:
-        global_step = self.before["global_step"] + t
+        global_step = self.before.global_step + t
         row = {"step": t, "global_step": global_step, "ce": metrics["ce"], "kd": metrics["kd"],
                "kd_soft": metrics["kd_soft"], "ppl": metrics["ppl"]}
         self.progress.eval_rows.append(row)
@@ -475,40 +487,39 @@ class PhaseTrainer:
         print(f"{self.label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
               f"PPL {metrics['ppl']:.2f}", file=self.log, flush=True)
 
-    def finish(self) -> dict:
-        """The phase's outputs (weights, state.json, train.csv, eval.csv, snapshots); returns the state.
+    def finish(self) -> PhaseRecord:
+        """The phase's outputs (weights, state.json, train.csv, eval.csv, snapshots); returns its record.
         The resume states are cleared by the group once every phase has finished."""
-        spec, phase, before, counters = self.spec, self.spec.phase, self.before, self.progress.counters
+        spec, phase, counters = self.spec, self.spec.phase, self.progress.counters
         counters["unique_tokens"] = self.batches.unique_tokens(self.start_data, self.batches.at)
-        state = {
-            "key": spec.key, "seed": spec.seed, "phase": spec.index, "placement": spec.placement,
-            "active_blocks": phase.active_blocks, "active_layers": self.layers,
-            "trainable_blocks": list(phase.trainable_blocks), "data_policy": phase.data,
-            "global_step": before["global_step"] + phase.steps, "data": self.batches.at.as_dict(),
-            "phase_counters": counters, "run_counters": {k: before["run_counters"][k] + counters[k] for k in COUNTERS},
-            "final_eval": self.progress.eval_rows[-1], "wall_seconds": time.time() - self.start_time,
-            "ranks": self.ranks.world, "code": self.progress.code,
-        }
+        end = self.before.after(phase.steps, self.batches.at, counters)
+        record = PhaseRecord(
+            key=spec.key, seed=spec.seed, phase=spec.index, placement=spec.placement,
+            active_blocks=phase.active_blocks, active_layers=self.layers,
+            trainable_blocks=list(phase.trainable_blocks), data_policy=phase.data,
+            global_step=end.global_step, data=end.data, phase_counters=counters, run_counters=end.run_counters,
+            final_eval=self.progress.eval_rows[-1], wall_seconds=time.time() - self.start_time,
+            ranks=self.ranks.world, code=self.progress.code)
         save_student(self.student, self.out / PHASE_FILES["student"])
         if self.ranks.main:
-            write_outputs(self.out, state, self.progress.train_rows, self.progress.eval_rows,
+            write_outputs(self.out, record, self.progress.train_rows, self.progress.eval_rows,
                           self.resume.directory / SNAPSHOTS_DIR, phase.steps in self.snapshots)
-        return state
+        return record
 
 
 def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Module, previous: Path | None,
-                  ranks: Ranks) -> tuple[BlockStackStudent, dict]:
+                  ranks: Ranks) -> tuple[BlockStackStudent, RunPosition]:
     """The student as this phase trains it: built from the teacher, the previous phase's weights
-    loaded, its blocks activated and marked trainable, compiled if asked, sharded. Also the previous
-    phase's state (at phase 0, a fresh run's)."""
+    loaded, its blocks activated and marked trainable, compiled if asked, sharded. Also where the run
+    stands (at phase 0, a fresh run's start)."""
     s, phase = spec.student, spec.phase
     student = BlockStackStudent.from_teacher(teacher, spec.placement, s["blocks"], s["layers_per_block"],
                                              spec.seed, s["attn_implementation"],
                                              s.get("boundary_norm_init", STUDENT_KEYED_BEYOND["boundary_norm_init"]))
     if spec.index == 0:
-        before = {"data": DataPosition().as_dict(), "run_counters": dict.fromkeys(COUNTERS, 0), "global_step": 0}
+        before = RunPosition()
     else:
-        before = read_json(previous / PHASE_FILES["state"])
+        before = PhaseRecord.read(previous / PHASE_FILES["state"]).position
         load_student(student, previous / PHASE_FILES["student"])
     student.active_blocks = phase.active_blocks
     student.start_appended(phase.appended, phase.growth)
@@ -552,7 +563,7 @@ def optimizer_step(optimizer: torch.optim.Optimizer, grad_clip: float) -> torch.
     return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
 
-def write_outputs(out: Path, state: dict, train_rows: list, eval_rows: list, saved_snapshots: Path,
+def write_outputs(out: Path, record: PhaseRecord, train_rows: list, eval_rows: list, saved_snapshots: Path,
                   end_is_snapshot: bool) -> None:
     """The phase's declared outputs besides the weights (saved first), each written atomically;
     state.json last."""
@@ -561,9 +572,9 @@ def write_outputs(out: Path, state: dict, train_rows: list, eval_rows: list, sav
     for path in sorted(saved_snapshots.glob("step*.safetensors")):
         os.replace(path, snapshots / path.name)
     if end_is_snapshot:  # the phase end is a snapshot too: a hard link, no copy
-        link = snapshots / f"step{state['global_step']}.safetensors"
+        link = snapshots / f"step{record.global_step}.safetensors"
         link.unlink(missing_ok=True)
         link.hardlink_to(out / PHASE_FILES["student"])
     write_csv(out / PHASE_FILES["train"], train_rows)
     write_csv(out / PHASE_FILES["eval"], eval_rows)
-    write_json(out / PHASE_FILES["state"], state)
+    write_json(out / PHASE_FILES["state"], record.to_json())
