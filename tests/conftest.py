@@ -190,7 +190,7 @@ def tiny_run_config() -> dict:
         "objective": {"alpha": 0.7, "gamma": 0.3, "temperature": 1.0},
         "train": {"phase_steps": STEPS, "batch_size": BATCH, "lr": 1e-2, "min_lr": 1e-4,
                   "warmup_fraction": 0.015, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0,
-                  "grad_clip": 0.5, "eval_every": 2, "state_every": 2, "loss_chunk": 5,
+                  "grad_clip": 0.5, "eval_every": 2, "resume_every": 2, "loss_chunk": 5,
                   "precision": "float32", "activation_checkpointing": False, "compile": False,
                   "padding_free": False},
         "curricula": {"freeze": [{"active_blocks": 1, "trainable": "newest"},

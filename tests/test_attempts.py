@@ -141,7 +141,7 @@ def setup(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("attempts")
     write_phase_inputs(root, seed=3, documents=20, longest=10, valid=2)
     config = tiny_run_config()
-    config["train"].update(phase_steps=4, state_every=2, eval_every=2)
+    config["train"].update(phase_steps=4, resume_every=2, eval_every=2)
     config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 1}
     return {"root": root, "config": config}
 

@@ -156,13 +156,13 @@ def test_unknown_placement(default):
 def test_nested_command_line_values_are_read_as_yaml(default):
     """`--config 'resources={"train": {"gpus": 1}}'` reaches the config with the nested values as strings."""
     default["resources"] = {"train": {"gpus": "1", "cpus_per_gpu": "1"}}
-    default["train"]["state_every"] = "7"
+    default["train"]["resume_every"] = "7"
     default["train"]["activation_checkpointing"] = "true"
     config = validate_config(default, SCHEMA)
     assert config["resources"]["train"]["gpus"] == 1 and config["resources"]["train"]["cpus_per_gpu"] == 1
-    assert config["train"]["state_every"] == 7 and config["train"]["activation_checkpointing"] is True
-    default["train"]["state_every"] = "seven"
-    assert "train.state_every: 'seven' is not of type 'integer'" in error_of(default)
+    assert config["train"]["resume_every"] == 7 and config["train"]["activation_checkpointing"] is True
+    default["train"]["resume_every"] = "seven"
+    assert "train.resume_every: 'seven' is not of type 'integer'" in error_of(default)
 
 
 def test_min_lr_above_lr_is_refused(default):
@@ -241,6 +241,15 @@ def test_teacher_pretrain_required_without_a_teacher_name(default):
     default["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
     validate_config(default, SCHEMA)
 
+
+
+def test_a_renamed_key_still_runs_and_says_its_new_name(default):
+    """train.state_every (an old config's name for train.resume_every), merged over the default's new key as
+    Snakemake merges a user's file: its value is used, with a FutureWarning naming both keys."""
+    old = merge(default, {"train": {"state_every": 7}})
+    with pytest.warns(FutureWarning, match=r"train.state_every is renamed train.resume_every: .* \(the value 7"):
+        config = validate_config(old, SCHEMA)
+    assert config["train"]["resume_every"] == 7 and "state_every" not in config["train"]
 
 
 def test_a_trained_tokenizer_needs_its_size(default):

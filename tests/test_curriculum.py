@@ -146,7 +146,7 @@ def test_shared_phase_keeps_the_most_snapshots(default):
 
 @pytest.mark.parametrize("change", [
     lambda c: c.update(threads=2),
-    lambda c: c["train"].update(state_every=7),
+    lambda c: c["train"].update(resume_every=7),
     lambda c: c["train"].update(loss_chunk=100),
     lambda c: c["train"].update(compile=True, activation_checkpointing=True),
     lambda c: c["resources"]["train"].update(gpus=4),
@@ -316,7 +316,7 @@ def test_every_growth_operator_and_setting_is_its_own_phase(default):
 
 def test_execution_from_config(default):
     execution = Execution.from_config(default, snapshots=3, tracked_as="post-grow/seed42/phase1")
-    assert execution == Execution(threads=1, state_every=50, loss_chunk=4096, compile=False,
+    assert execution == Execution(threads=1, resume_every=50, loss_chunk=4096, compile=False,
                                   activation_checkpointing=False, snapshots=3,
                                   tracking=Tracking(("tensorboard",), "results/tracking", "normgrow", {},
                                                     "post-grow/seed42/phase1"))
@@ -326,7 +326,7 @@ def test_execution_from_config(default):
 def test_science_config_drops_execution_settings(default):
     science = science_config(default)
     assert "threads" not in science and "resources" not in science
-    assert "state_every" not in science["train"] and science["train"]["lr"] == default["train"]["lr"]
+    assert "resume_every" not in science["train"] and science["train"]["lr"] == default["train"]["lr"]
 
 
 def test_phases_command_lists_every_run_phase_and_what_it_shares(capsys):

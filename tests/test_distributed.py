@@ -41,7 +41,7 @@ def setup(tmp_path_factory) -> dict:
     # 5 validation documents: the last batch is not divisible by 2 ranks
     write_phase_inputs(root, seed=3, documents=40, longest=14, valid=5)
     config = tiny_run_config()
-    config["train"].update(phase_steps=STEPS, batch_size=4, state_every=3, eval_every=4)
+    config["train"].update(phase_steps=STEPS, batch_size=4, resume_every=3, eval_every=4)
     config["curricula"] = {"grow": [{"active_blocks": 1}, {"active_blocks": 2}]}
     config["runs"] = {"post-grow": {"placement": "post", "curriculum": "grow"}}
     config["diagnostics"] = {"runs": ["post-grow"], "snapshots_per_phase": 2}

@@ -31,7 +31,7 @@ ALL_PLACEMENTS = [p if p != "mix-ln" else "mix-ln@1" for p in PLACEMENTS]
 
 def group_config() -> dict:
     config = tiny_run_config()
-    config["train"].update(phase_steps=STEPS, state_every=2, eval_every=3)
+    config["train"].update(phase_steps=STEPS, resume_every=2, eval_every=3)
     config["curricula"] = {"grow": [{"active_blocks": 1}, {"active_blocks": 2}], "joint": [{"active_blocks": 2}],
                            "reset": [{"active_blocks": 1}, {"active_blocks": 2, "data": "reset"}]}
     config["runs"] = {f"{p}-{c}": {"placement": p, "curriculum": c} for p in ALL_PLACEMENTS
@@ -284,7 +284,7 @@ def test_a_group_listing_a_phase_or_an_output_twice_is_refused(setup):
     assert not root.exists()
 
 
-@pytest.mark.parametrize("setting", ["threads", "state_every", "loss_chunk", "padding_free"])
+@pytest.mark.parametrize("setting", ["threads", "resume_every", "loss_chunk", "padding_free"])
 def test_a_group_mixing_execution_settings_is_refused(setup, setting):
     """Every student of a group follows one loop: one thread count, one state interval, one loss chunk
     (the evaluation of every student runs at the first one's), one layout of the batch (one teacher
@@ -293,7 +293,7 @@ def test_a_group_mixing_execution_settings_is_refused(setup, setting):
     pre, post = task(setup, "pre-grow", 0, root / "pre"), task(setup, "post-grow", 0, root / "post")
     value = getattr(post.execution, setting)
     other = dataclasses.replace(post.execution, **{setting: not value if isinstance(value, bool) else value + 1})
-    with pytest.raises(ValueError, match="must share threads, train.state_every, train.loss_chunk and "
+    with pytest.raises(ValueError, match="must share threads, train.resume_every, train.loss_chunk and "
                                          "train.padding_free"):
         train_phases(job(setup, [pre, dataclasses.replace(post, execution=other)]), io.StringIO())
     assert not root.exists()

@@ -20,7 +20,7 @@ def default() -> dict:
 
 def test_every_key_of_the_schema_has_a_kind():
     assert set(kinds().values()) <= {"science", "execution", "mixed"}
-    assert ("train", "state_every") in kinds() and kinds()[("runs", "*", "placement")] == "science"
+    assert ("train", "resume_every") in kinds() and kinds()[("runs", "*", "placement")] == "science"
 
 
 @pytest.mark.parametrize("where", ["train", "teacher.pretrain", "(top level)"])

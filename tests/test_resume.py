@@ -30,7 +30,7 @@ def setup(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("resume")
     write_phase_inputs(root, seed=1, documents=30, longest=12, valid=4)
     config = tiny_run_config()
-    config["train"].update(phase_steps=STEPS, state_every=STATE_EVERY, eval_every=4)
+    config["train"].update(phase_steps=STEPS, resume_every=STATE_EVERY, eval_every=4)
     config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 3}
     setup = {"root": root, "job": phase_job(config, "post-freeze", 5, 0, root)}
     setup["reference"] = train(setup, "reference")
@@ -152,9 +152,9 @@ def changed_job(setup: dict, part: str, **changes) -> dict:
 
 @pytest.mark.slow
 def test_a_state_saved_under_other_execution_settings_resumes(setup, killed_at_8):
-    """state_every, loss_chunk and threads are not part of the phase: its resume states stay valid."""
+    """resume_every, loss_chunk and threads are not part of the phase: its resume states stay valid."""
     killed_copy(setup, killed_at_8, "execution")
-    other = changed_job(setup, "execution", state_every=5, loss_chunk=7, threads=2)
+    other = changed_job(setup, "execution", resume_every=5, loss_chunk=7, threads=2)
     proc = train(setup, "execution", job=other)
     assert proc.returncode == 0, proc.stderr
     assert "resumed from the state at update 6" in proc.stderr

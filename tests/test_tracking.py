@@ -31,7 +31,7 @@ def setup(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("tracking")
     write_phase_inputs(root, seed=1, documents=30, longest=12, valid=4)
     config = tiny_run_config()
-    config["train"].update(phase_steps=STEPS, state_every=STATE_EVERY, eval_every=4)
+    config["train"].update(phase_steps=STEPS, resume_every=STATE_EVERY, eval_every=4)
     return {"root": root, "job": phase_job(config, "post-freeze", 5, 0, root)}
 
 

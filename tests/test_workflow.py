@@ -412,7 +412,7 @@ def test_ci_run_forcerun_one_phase_reruns_it_and_downstream_only(ci_run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("setting", ["threads=2", 'train={"state_every": 7}', 'train={"loss_chunk": 100}',
+@pytest.mark.parametrize("setting", ["threads=2", 'train={"resume_every": 7}', 'train={"loss_chunk": 100}',
                                      'train={"lr": 0.001}',  # the same value, moved first by --config
                                      'resources={"train": {"runtime": 600}}'])
 def test_ci_run_execution_settings_rerun_nothing(ci_run, setting):

@@ -1,7 +1,7 @@
 # Helpers shared by all rule files (config validation, the distinct phases, input functions).
 # Settings, one house convention: science (the schema's keys of kind `science`, normgrow.spec.kinds)
 # reaches a job through its params or inputs, so that changing it reruns the job; execution settings
-# (kind `execution`: threads, resources, train.state_every, train.loss_chunk, ...) are read by the job
+# (kind `execution`: threads, resources, train.resume_every, train.loss_chunk, ...) are read by the job
 # from `snakemake.config`, so that changing them reruns nothing.
 from normgrow.model.family import PREFIXES as FAMILIES  # torch-free: the supported decoder families
 from normgrow.paper.items import ITEMS, report_items

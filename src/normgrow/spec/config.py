@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Collection
 from pathlib import Path
 
@@ -20,6 +21,22 @@ from normgrow.spec.kinds import SCHEMA, without_execution
 
 class ConfigError(ValueError):
     """A configuration that cannot describe a valid experiment."""
+
+
+# Keys renamed so that a word has one meaning (CONTRIBUTING.md, words), old → new: an old config still
+# runs, with a FutureWarning naming both. `train.state_every` set how often a phase saves a *resume* state,
+# not its state.json.
+RENAMED = {("train", "state_every"): ("train", "resume_every")}
+
+
+def rename_old_keys(config: dict) -> None:
+    """Move each old key of RENAMED (where set) to its new name, in place. The old key wins over the new
+    one: Snakemake merges a user's old config over the default's new key, so an old value is the user's."""
+    for (section, old), (new_section, new) in RENAMED.items():
+        if isinstance(config.get(section), dict) and old in config[section]:
+            config.setdefault(new_section, {})[new] = config[section].pop(old)
+            warnings.warn(f"{section}.{old} is renamed {new_section}.{new}: set that instead (the value "
+                          f"{config[new_section][new]!r} is used)", FutureWarning, stacklevel=2)
 
 
 def _with_defaults(validator_class):
@@ -42,6 +59,7 @@ def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
 
     (Snakemake's own `validate` prints the whole schema with each error; this names the key.)
     """
+    rename_old_keys(config)
     schema = yaml.safe_load(schema_path.read_text())
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
@@ -78,7 +96,7 @@ def merge(base: dict, update: dict) -> dict:
 
 
 def _parse_command_line_strings(config: dict, errors: list) -> bool:
-    """Snakemake passes the nested values of `--config 'train={"state_every": 7}'` as strings
+    """Snakemake passes the nested values of `--config 'train={"resume_every": 7}'` as strings
     ('7'): where the schema wants another type, read such a string as YAML would. True if any
     value changed."""
     changed = False

@@ -15,7 +15,7 @@ normalised — by the blocks it trains rather than its `trainable` word (`newest
 block is `all`), and with `reset` at phase 0 read as `continue` (both start at document 0).
 
 Execution settings (the config schema's keys of kind `execution`, normgrow.spec.kinds: `Execution`
-holds those a phase job reads — threads, `train.state_every`, `train.loss_chunk`, `train.compile`,
+holds those a phase job reads — threads, `train.resume_every`, `train.loss_chunk`, `train.compile`,
 `train.activation_checkpointing` — and ranks and resources decide where it runs) and the snapshots
 kept for the diagnostics are not part of the key: changing them retrains nothing, and resume states
 saved under other execution settings stay valid.

@@ -68,7 +68,7 @@ class Execution:
     the diagnostics (0: only the final one); `tracking`: where the live curves go (normgrow.train.tracking)."""
 
     threads: int
-    state_every: int
+    resume_every: int
     loss_chunk: int
     compile: bool
     activation_checkpointing: bool

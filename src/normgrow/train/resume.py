@@ -1,6 +1,6 @@
 """Resume states of a phase in progress (not declared outputs of the workflow: CONTRIBUTING.md, Layout).
 
-Every `state_every` updates the trainer saves everything needed to continue bit-exactly:
+Every `resume_every` updates the trainer saves everything needed to continue bit-exactly:
 
 - `state-{step}/`: model and optimizer state through torch.distributed.checkpoint (DCP) — each rank
   writes its own shards, and a state saved by N ranks loads into any number of ranks (DCP reshards);

@@ -14,7 +14,7 @@ the student sharded by FSDP2 and each rank training on its rows of the same glob
 (distributed.py); counters, losses and outputs do not depend on the number of ranks, and rank 0
 writes the outputs.
 
-Reliability: the phase saves a resumable state every `train.state_every` updates (resume.py) and
+Reliability: the phase saves a resumable state every `train.resume_every` updates (resume.py) and
 continues from the newest verified one when rerun; SIGTERM (preemption) saves a state and exits
 with `Preempted`; a non-finite loss or gradient stops the phase without touching the saved states;
 the declared outputs are written only at the end, each atomically, and kept as a finished record (hard
@@ -211,10 +211,10 @@ def check_group(tasks: tuple[PhaseTask, ...]) -> None:
                          ", ".join(task.spec.describe() for task in tasks))
     if len({task.spec.key for task in tasks}) < len(tasks) or len({task.out for task in tasks}) < len(tasks):
         raise ValueError("a group lists one phase or output directory twice")
-    shared = {(t.execution.threads, t.execution.state_every, t.execution.loss_chunk, t.execution.padding_free)
+    shared = {(t.execution.threads, t.execution.resume_every, t.execution.loss_chunk, t.execution.padding_free)
               for t in tasks}
     if len(shared) > 1:
-        raise ValueError("a group's phases must share threads, train.state_every, train.loss_chunk and "
+        raise ValueError("a group's phases must share threads, train.resume_every, train.loss_chunk and "
                          "train.padding_free")
 
 
@@ -271,7 +271,7 @@ class GroupTrainer:
                 raise type(error)(f"{task.spec.describe()}: {error}") from error
         first = self.members[0]
         self.steps, self.eval_every = first.spec.phase.steps, first.spec.training.eval_every
-        self.state_every, self.pad_id, self.valid = first.execution.state_every, first.pad_id, first.valid
+        self.resume_every, self.pad_id, self.valid = first.execution.resume_every, first.pad_id, first.valid
         self.layout = first.layout
         self.label = first.label if len(tasks) == 1 else f"group of {len(tasks)}"
         self.faults = Faults.from_environment()
@@ -309,7 +309,7 @@ class GroupTrainer:
                     self.evaluate(t, live)
                 self.faults.after_update(t)
                 preempted = self.ranks.any(sigterm.requested)
-                if preempted or (t % self.state_every == 0 and t < self.steps):
+                if preempted or (t % self.resume_every == 0 and t < self.steps):
                     for member in live:
                         member.save_resume_state()
                 if preempted:
