@@ -265,7 +265,7 @@ def full_step(s: dict, variant: str, ranks):
     from normgrow.train.distributed import shard_student
     from normgrow.train.forward import Distillation, LossInputs
     from normgrow.train.objective import Objective, loss_positions
-    from normgrow.train.trainer import build_optimizer, training_step
+    from normgrow.train.trainer import backward_step, build_optimizer, optimizer_step
 
     attention = "flex_attention" if variant == "ours-flex" else "sdpa"
     teacher, student = build(s, ranks.device, attention)
@@ -291,8 +291,9 @@ def full_step(s: dict, variant: str, ranks):
 
     def step():
         if variant.startswith("ours"):
-            training_step(student, optimizer, Distillation(teacher, objective, s["loss_chunk"], ranks.world),
-                          LossInputs.of(rows, normalizer), OPTIMIZER["grad_clip"])
+            backward_step(student, teacher, Distillation(objective, s["loss_chunk"], ranks.world),
+                          LossInputs.of(rows, normalizer))
+            optimizer_step(optimizer, OPTIMIZER["grad_clip"])
         else:
             naive_terms(student, teacher, batch, objective, s["precision"])["total"].backward()
             torch.nn.utils.clip_grad_norm_(params, OPTIMIZER["grad_clip"])

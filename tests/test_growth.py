@@ -212,14 +212,14 @@ def first_updates_of_phase1(workspace, phase0, monkeypatch, growth: dict, check,
 
     terms, seen = Distillation.terms, []
 
-    def hooked(self, student, inputs):
+    def hooked(self, student, teacher, inputs):
         if not torch.is_grad_enabled():  # an evaluation, not an update
-            return terms(self, student, inputs)
+            return terms(self, student, teacher, inputs)
         seen.append(len(seen) + 1)
         check(seen[-1], student, inputs.rows)
         if len(seen) == updates:
             raise Seen
-        return terms(self, student, inputs)
+        return terms(self, student, teacher, inputs)
 
     monkeypatch.setattr(Distillation, "terms", hooked)
     with pytest.raises(Seen):

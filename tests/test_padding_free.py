@@ -94,8 +94,9 @@ def test_teacher_and_student_see_each_document_alone(placement):
             student(packed.input_ids, packed.attention_mask, position_ids=packed.position_ids),
             packed_inputs.positions))
         torch.testing.assert_close(packed_logits, in_packed_order(logits, batch, packed), rtol=1e-5, atol=1e-5)
-        distillation = Distillation(teacher, Objective(), chunk=5)
-        terms, packed_terms = distillation.terms(student, inputs), distillation.terms(student, packed_inputs)
+        distillation = Distillation(Objective(), chunk=5)
+        terms = distillation.terms(student, teacher, inputs)
+        packed_terms = distillation.terms(student, teacher, packed_inputs)
     for key, value in terms.items():
         torch.testing.assert_close(packed_terms[key], value, rtol=1e-5, atol=1e-6, msg=key)
 
@@ -135,18 +136,18 @@ def test_flex_attention_in_one_row_computes_the_padded_batch(monkeypatch):
     batch = padded_batch()
     one = batch.laid_out(PAD, True, "flex_attention")
     inputs, one_inputs = LossInputs.of(batch), LossInputs.of(one)
-    distillation = Distillation(teacher, Objective(), chunk=5)
+    distillation = Distillation(Objective(), chunk=5)
     with torch.no_grad():
         hidden = causal_lm_hidden(teacher, batch, inputs.positions)
         logits = student.lm_head(at_positions(student(batch.input_ids, batch.attention_mask), inputs.positions))
-        terms = distillation.terms(student, inputs)
+        terms = distillation.terms(student, teacher, inputs)
         with_attention(teacher, "flex_attention"), with_attention(student, "flex_attention")
         torch.testing.assert_close(causal_lm_hidden(teacher, one, one_inputs.positions),
                                    in_packed_order(hidden, batch, one), rtol=1e-5, atol=1e-5)
         one_logits = student.lm_head(at_positions(
             student(one.input_ids, one.attention_mask, position_ids=one.position_ids), one_inputs.positions))
         torch.testing.assert_close(one_logits, in_packed_order(logits, batch, one), rtol=1e-5, atol=1e-5)
-        one_terms = distillation.terms(student, one_inputs)
+        one_terms = distillation.terms(student, teacher, one_inputs)
     for key, value in terms.items():
         torch.testing.assert_close(one_terms[key], value, rtol=1e-5, atol=1e-6, msg=key)
     # the teacher's 2 layers and the student's 2, twice each (hidden states and logits, then the loss terms)

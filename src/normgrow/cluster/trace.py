@@ -190,7 +190,7 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
             student.train()
             shard_student(student, ranks, training.precision, mesh)
             group.append((student, build_optimizer(student, training)))
-        distillation = Distillation(teacher, Objective(**config["objective"]), t["loss_chunk"], ranks.world)
+        distillation = Distillation(Objective(**config["objective"]), t["loss_chunk"], ranks.world)
         tracker = GroupMemTracker([student for student, _ in group], [optimizer for _, optimizer in group])
 
         def update(tracked: bool) -> list[dict[str, float]]:
@@ -201,7 +201,7 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
                 with tracker if tracked else nullcontext(), largest if tracked else nullcontext():
                     if update_inputs.teacher_hidden is None and shares_teacher_forward(students):
                         update_inputs = replace(inputs, teacher_hidden=teacher_hidden_states(teacher, rows, positions))
-                    backward_step(student, distillation, update_inputs)
+                    backward_step(student, teacher, distillation, update_inputs)
                 if tracked:
                     peaks.append(snapshot(tracker))
                 optimizer_step(optimizer, training.grad_clip)  # outside the tracker (see the module docstring)

@@ -157,10 +157,10 @@ class BlockStackStudent(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 skip_block: int | None = None, boundaries: list | None = None, loss=None,
-                position_ids: torch.Tensor | None = None):
+                position_ids: torch.Tensor | None = None, loss_positions: torch.Tensor | None = None):
         """Final hidden states (B, T, H) of the active stack, before the LM head — or, if `loss` is
-        given, `loss(hidden, lm_head.weight)`: the head is used inside the forward, where FSDP has
-        gathered it.
+        given, `loss(hidden, lm_head.weight)` with the (N, H) hidden states at the flat `loss_positions`
+        ((B, T) order): the head is used inside the forward, where FSDP has gathered it.
 
         `attention_mask` (B, T) is 1 on real tokens, 0 on right padding; positions are 0..T−1 in
         every row, or `position_ids` (B, T) for documents laid end to end (a packed batch of the trainer):
@@ -203,7 +203,7 @@ class BlockStackStudent(nn.Module):
             h = gated + self.gate[1] * (h - gated)
         if self.boundary == "final":
             h = self.boundary_norm(h)
-        return h if loss is None else loss(h, self.lm_head.weight)
+        return h if loss is None else loss(h.flatten(0, 1)[loss_positions], self.lm_head.weight)
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:

@@ -30,7 +30,7 @@ def evaluate_students(students: list, objectives: list[Objective], teacher, batc
     for batch in batches:
         inputs = LossInputs.of(batch, normalizer=1.0, teacher=teacher)  # sums; the teacher run once for all
         for student, objective, total in zip(students, objectives, sums, strict=True):
-            terms = Distillation(teacher, objective, chunk).terms(student, inputs)
+            terms = Distillation(objective, chunk).terms(student, teacher, inputs)
             for i, key in enumerate(("ce", "kd", "kd_soft")):
                 total[i] += float(terms[key])
         count += len(inputs.positions)

@@ -7,6 +7,7 @@ code runs on real tensors and under a fake-tensor trace (normgrow.cluster.trace)
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -77,30 +78,27 @@ class LossInputs:
 
 @dataclass(frozen=True)
 class Distillation:
-    """How a student's loss is computed: the frozen `teacher`, the `objective` (α, γ, τ), the fused
-    loss's `chunk` of positions, and the `world` of ranks whose gradient averaging (FSDP) a
-    backward of sums over the global batch undoes."""
+    """How a student's loss is computed: the `objective` (α, γ, τ), the fused loss's `chunk` of
+    positions, and the `world` of ranks whose gradient averaging (FSDP) a backward of sums over the
+    global batch undoes. The frozen teacher is the caller's (held once, by the group that trains)."""
 
-    teacher: torch.nn.Module
     objective: Objective
     chunk: int
     world: int = 1
 
-    def terms(self, student, inputs: LossInputs) -> dict[str, torch.Tensor]:
+    def terms(self, student, teacher, inputs: LossInputs) -> dict[str, torch.Tensor]:
         """The objective's terms on one batch: the teacher runs once under inference mode (unless
         `inputs` hold its hidden states), and KD + CE are computed chunk by chunk, fused with both LM
-        heads (no full-vocabulary logits tensor).
+        heads (no full-vocabulary logits tensor). Terms are means over the batch's loss positions, or
+        sums divided by the normalizer.
 
-        The loss runs inside the student's forward (`loss=`), where a sharded student's head is
-        gathered. Terms are means over the batch's loss positions, or sums divided by the normalizer."""
+        The student calls the loss inside its forward (`loss=`), the one callback of the model: a sharded
+        student's head weight is gathered by FSDP2 only while its forward runs."""
         teacher_hidden = inputs.teacher_hidden
         if teacher_hidden is None:
-            teacher_hidden = teacher_hidden_states(self.teacher, inputs.rows, inputs.positions)
-        teacher_weight = self.teacher.get_output_embeddings().weight
-
-        def loss(hidden, weight):
-            return fused_objective(self.objective, at_positions(hidden, inputs.positions), weight, teacher_hidden,
-                                   teacher_weight, inputs.labels, chunk=self.chunk, normalizer=inputs.normalizer)
-
-        return student(inputs.rows.input_ids, inputs.rows.attention_mask, loss=loss,
-                       position_ids=inputs.rows.position_ids)
+            teacher_hidden = teacher_hidden_states(teacher, inputs.rows, inputs.positions)
+        loss = functools.partial(fused_objective, self.objective, teacher_hidden=teacher_hidden,
+                                 teacher_weight=teacher.get_output_embeddings().weight, labels=inputs.labels,
+                                 chunk=self.chunk, normalizer=inputs.normalizer)
+        return student(inputs.rows.input_ids, inputs.rows.attention_mask, position_ids=inputs.rows.position_ids,
+                       loss=loss, loss_positions=inputs.positions)

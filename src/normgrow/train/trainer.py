@@ -26,8 +26,9 @@ batch's teacher forward runs once and every student steps on it, each with its o
 schedule, RNG states, resume states and outputs, so that a student's outputs are bit-identical
 whether its phase trains alone or in a group (a phase alone is a group of one: one code path).
 
-One update is `training_step`, which the benchmark (benchmarks/distill_step.py) and the memory
-trace (normgrow.cluster.trace) call too. Tests inject faults through `normgrow.train.faults`.
+One update is `GroupTrainer.step`: `backward_step` then `optimizer_step` for each student, the two
+functions the benchmark (benchmarks/distill_step.py) and the memory trace (normgrow.cluster.trace) call
+too. Tests inject faults through `normgrow.train.faults`.
 """
 
 from __future__ import annotations
@@ -178,26 +179,21 @@ def train_phases(job: TrainingJob, log=sys.stderr) -> list[PhaseRecord]:
     by `check_group` writes nothing."""
     check_group(job.tasks)
     try:
-        return train_group(job, log)
+        science_code.record()  # the code this process trains with, read before anything else is loaded
+        with process_group() as ranks:
+            torch.set_num_threads(job.tasks[0].execution.threads)
+            spec = job.tasks[0].spec
+            teacher = load_teacher(job.teacher, spec.teacher_dtype, spec.student["attn_implementation"],
+                                   job.teacher_revision)
+            teacher.to(ranks.device)
+            log = log if ranks.main else open(os.devnull, "w")
+            return GroupTrainer(job.tasks, teacher, job.tokens, ranks, log).run()
     except Preempted:
         raise
     except Exception as error:
         for task in job.tasks:
             record_error(task.out, error)
         raise
-
-
-def train_group(job: TrainingJob, log) -> list[PhaseRecord]:
-    """`train_phases` once the group is checked, without its error records."""
-    science_code.record()  # the code this process trains with, read before anything else is loaded
-    with process_group() as ranks:
-        torch.set_num_threads(job.tasks[0].execution.threads)
-        spec = job.tasks[0].spec
-        teacher = load_teacher(job.teacher, spec.teacher_dtype, spec.student["attn_implementation"],
-                               job.teacher_revision)
-        teacher.to(ranks.device)
-        trainer = GroupTrainer(job.tasks, teacher, job.tokens, ranks, log if ranks.main else open(os.devnull, "w"))
-        return trainer.run()
 
 
 def check_group(tasks: tuple[PhaseTask, ...]) -> None:
@@ -263,17 +259,21 @@ class GroupTrainer:
 
     def __init__(self, tasks: tuple[PhaseTask, ...], teacher, tokens_dir: Path, ranks: Ranks, log):
         self.teacher, self.ranks, self.log = teacher, ranks, log
+        first, execution = tasks[0].spec, tasks[0].execution  # what check_group found equal in every task
+        self.steps, self.eval_every, self.resume_every = first.phase.steps, first.training.eval_every, \
+            execution.resume_every
+        self.loss_chunk, self.padding_free = execution.loss_chunk, execution.padding_free
+        self.attn_implementation = first.student["attn_implementation"]
+        self.pad_id = json.loads((tokens_dir / "meta.json").read_text())["boundary_id"]
         self.members = []
         for task in tasks:
             try:
-                self.members.append(PhaseTrainer(task, teacher, tokens_dir, ranks, log))
+                self.members.append(PhaseTrainer(task, teacher, tokens_dir, self.pad_id, ranks, log))
             except (OSError, ValueError, RuntimeError) as error:  # a bad input names its student
                 raise type(error)(f"{task.spec.describe()}: {error}") from error
-        first = self.members[0]
-        self.steps, self.eval_every = first.spec.phase.steps, first.spec.training.eval_every
-        self.resume_every, self.pad_id, self.valid = first.execution.resume_every, first.pad_id, first.valid
-        self.layout = first.layout
-        self.label = first.label if len(tasks) == 1 else f"group of {len(tasks)}"
+        valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), first.training.batch_size, self.pad_id)
+        self.valid = [self.rows(batch) for batch in valid_batches]  # this rank's, once
+        self.label = self.members[0].label if len(tasks) == 1 else f"group of {len(tasks)}"
         self.faults = Faults.from_environment()
         self.failures: list[str] = []
         self.resume_together()
@@ -341,21 +341,30 @@ class GroupTrainer:
         return records
 
     def step(self, t: int, live: list[PhaseTrainer]) -> list[PhaseTrainer]:
-        """Update `t` of every live student on one batch and one teacher forward; returns the students
-        still live (a failed one is reported and dropped)."""
-        batches = [member.next_batch() for member in live]
+        """Update `t` of every live student, top to bottom: the batch (every student's iterator draws it;
+        they must agree), this rank's rows of it, the teacher's forward (once, for a group; inside the one
+        student's backward for a phase alone: normgrow.spec.execution.shares_teacher_forward), then each
+        student's step — its LR and gate, forward and backward with its own RNG, the optimizer step — and
+        its bookkeeping. Returns the students still live: a failed one (a non-finite loss) is reported and
+        dropped."""
+        batches = [member.batches.next_batch() for member in live]
         batch = batches[0]
         for member, other in zip(live, batches, strict=True):
             if not torch.equal(other.input_ids, batch.input_ids):
                 raise RuntimeError(f"{member.label} read another batch than {live[0].label} at update {t}: "
                                    "its phase does not belong to this group")
-        rows = self.layout(self.ranks.rows(batch, self.pad_id))
-        shared = shares_teacher_forward(len(live))  # one teacher forward for all, or inside the one student's step
-        inputs = LossInputs.of(rows, int(loss_positions(batch.attention_mask).sum()), self.teacher if shared else None)
+        normalizer = int(loss_positions(batch.attention_mask).sum())  # the global batch's loss positions
+        teacher = self.teacher if shares_teacher_forward(len(live)) else None
+        inputs = LossInputs.of(self.rows(batch), normalizer, teacher)
         still, failed = [], []
         for member in live:
+            lr = member.start_update(t)
             try:
-                member.update(t, batch, inputs)
+                with member.own_rng():
+                    terms = backward_step(member.student, self.teacher, member.distillation, inputs,
+                                          loss_hook=functools.partial(member.faults.loss, t))
+                    grad_norm = optimizer_step(member.optimizer, member.spec.training.grad_clip)
+                member.record_update(t, lr, batch.tokens, terms, grad_norm)
                 still.append(member)
             except FloatingPointError as error:
                 failed.append(str(error))
@@ -364,22 +373,29 @@ class GroupTrainer:
         self.failures += failed
         return still
 
+    def rows(self, batch: Batch) -> Batch:
+        """This rank's rows of `batch` as the students and the teacher read them: padded, or with
+        `train.padding_free` laid end to end (Batch.packed; in one row for a varlen attention kernel);
+        loss positions, labels and token counts are the same either way."""
+        return self.ranks.rows(batch, self.pad_id).laid_out(self.pad_id, self.padding_free, self.attn_implementation)
+
     def evaluate(self, t: int, live: list[PhaseTrainer]) -> None:
         metrics = evaluate_students([m.student for m in live], [m.distillation.objective for m in live], self.teacher,
-                                    self.valid, live[0].execution.loss_chunk if live else 0, self.ranks) if live else []
+                                    self.valid, self.loss_chunk, self.ranks) if live else []
         for member, result in zip(live, metrics, strict=True):
             member.record_evaluation(t, result)
 
 
 class PhaseTrainer:
     """One student's phase on this rank, split into named steps (as torchtitan splits its trainer): the
-    constructor sets up the student (`build_student`), the optimizer, the data and the tracker;
-    `load_resume_state` resumes it; `update` makes one update on a batch whose teacher states are given,
+    constructor sets up the student (`build_student`), the optimizer and the data; `load_resume_state`
+    resumes it and starts its tracker; around each update the group makes (`GroupTrainer.step`),
+    `start_update` sets its LR and gate and `record_update` keeps its row and counters;
     `record_evaluation` and `save_resume_state` keep its metrics and states, and `finish` writes the phase's
     outputs. Its RNG states are its own (`own_rng`): a student draws the same numbers alone or in a
     group."""
 
-    def __init__(self, task: PhaseTask, teacher, tokens_dir: Path, ranks: Ranks, log):
+    def __init__(self, task: PhaseTask, teacher, tokens_dir: Path, pad_id: int, ranks: Ranks, log):
         spec, execution = task.spec, task.execution
         self.spec, self.execution, self.out, self.ranks, self.log = spec, execution, task.out, ranks, log
         self.start_time = time.time()
@@ -390,15 +406,12 @@ class PhaseTrainer:
         seed_all(spec.seed * 1000 + spec.index)
         self.out.mkdir(parents=True, exist_ok=True)
         self.label = spec.describe()
-        self.pad_id = json.loads((tokens_dir / "meta.json").read_text())["boundary_id"]
         self.student, self.before = build_student(spec, execution, teacher, task.previous, ranks)
         self.optimizer = build_optimizer(self.student, training)
-        self.distillation = Distillation(teacher, Objective(**spec.objective), execution.loss_chunk, ranks.world)
-        valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), training.batch_size, self.pad_id)
-        self.valid = [self.layout(ranks.rows(batch, self.pad_id)) for batch in valid_batches]  # this rank's, once
+        self.distillation = Distillation(Objective(**spec.objective), execution.loss_chunk, ranks.world)
         self.start_data = spec.phase.start_position(self.before.data)
         self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.start_data, spec.shard_docs,
-                                        training.batch_size, self.pad_id, spec.seed)
+                                        training.batch_size, pad_id, spec.seed)
         self.layers = spec.phase.active_blocks * spec.student["layers_per_block"]
         self.resume = ResumeStore(self.out / RESUME_DIR, task.resume_spec(), ranks, log=log)
         self.snapshots = set(snapshot_steps(spec.phase.steps, execution.snapshots))
@@ -435,48 +448,37 @@ class PhaseTrainer:
         with self.own_rng():
             self.resume.save(self.progress.step, self.student, self.optimizer, self.progress.to_json())
 
-    def layout(self, rows: Batch) -> Batch:
-        """This rank's rows as the student and the teacher read them: padded, or with
-        `train.padding_free` laid end to end (Batch.packed; in one row for a varlen attention kernel);
-        loss positions, labels and token counts are the same either way."""
-        return rows.laid_out(self.pad_id, self.execution.padding_free, self.spec.student["attn_implementation"])
-
-    def next_batch(self) -> Batch:
-        return self.batches.next_batch()
-
-    def update(self, t: int, batch: Batch, inputs: LossInputs) -> dict:
-        """Update `t` on `batch` (`inputs`: this rank's rows of it as the loss reads them): its LR,
-        `training_step`, the NaN guard, the counters, the snapshot; returns its row."""
-        training, label = self.spec.training, self.label
-        lr = self.spec.phase.lr(t, training)
+    def start_update(self, t: int) -> float:
+        """Set update `t`'s LR and the ramp operator's gate c (for the update and the evaluation after
+        it; none past the ramp); returns the LR."""
+        lr = self.spec.phase.lr(t, self.spec.training)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        self.set_gate(t)
-        with self.own_rng():
-            terms = training_step(self.student, self.optimizer, self.distillation, inputs, training.grad_clip,
-                                  loss_hook=functools.partial(self.faults.loss, t))
+        c = self.spec.phase.growth.gate(t)
+        self.student.gate = None if c is None else (self.spec.phase.appended[0], c)
+        return lr
+
+    def record_update(self, t: int, lr: float, tokens: int, terms: dict[str, torch.Tensor],
+                      grad_norm: torch.Tensor) -> None:
+        """Keep update `t` (`terms`: this rank's, `grad_norm`: global, both before any host sync): stop on a
+        non-finite loss or gradient norm (the update is applied then, but a phase that stops saves nothing,
+        so its last good resume state stays), count its `tokens`, log its row, save a snapshot if due."""
         loss, ce, kd, kd_soft = self.ranks.sum(*(terms[k] for k in ("total", "ce", "kd", "kd_soft")))
-        grad_norm = float(terms["grad_norm"])  # global: the same on every rank
+        grad_norm = float(grad_norm)  # global: the same on every rank
         if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-            raise FloatingPointError(f"{label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
+            raise FloatingPointError(f"{self.label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
                                      f"update {t}; the last good resume state is kept in {self.resume.directory}")
         counters = self.progress.counters
         counters["steps"] += 1
-        counters["tokens"] += batch.tokens
-        counters["active_layer_tokens"] += batch.tokens * self.layers
+        counters["tokens"] += tokens
+        counters["active_layer_tokens"] += tokens * self.layers
         self.progress.step = t
         row = {"step": t, "global_step": self.before.global_step + t, "loss": loss, "ce": ce, "kd": kd,
-               "kd_soft": kd_soft, "lr": lr, "grad_norm": grad_norm, "tokens": batch.tokens}
+               "kd_soft": kd_soft, "lr": lr, "grad_norm": grad_norm, "tokens": tokens}
         self.progress.train_rows.append(row)
         self.tracker.log_update(row, row["global_step"])
         if t in self.snapshots and t < self.spec.phase.steps:
             save_student(self.student, self.resume.directory / SNAPSHOTS_DIR / f"step{row['global_step']}.safetensors")
-        return row
-
-    def set_gate(self, t: int) -> None:
-        """The ramp operator's c for update t (and the evaluation after it); none past the ramp."""
-        c = self.spec.phase.growth.gate(t)
-        self.student.gate = None if c is None else (self.spec.phase.appended[0], c)
 
     def record_evaluation(self, t: int, metrics: dict) -> None:
         global_step = self.before.global_step + t
@@ -532,22 +534,13 @@ def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Modul
     return student, before
 
 
-def training_step(student, optimizer: torch.optim.Optimizer, distillation: Distillation, inputs: LossInputs,
-                  grad_clip: float, loss_hook=None) -> dict[str, torch.Tensor]:
-    """One update on this rank's rows of the global batch (`inputs`): `backward_step`, then `optimizer_step`.
-
-    Returns this rank's detached terms and the global gradient norm before clipping, as tensors: the
-    caller reads them (a host sync) and stops on a non-finite value; the update is already applied
-    then, but a phase that stops saves nothing, so its last good resume state stays."""
-    terms = backward_step(student, distillation, inputs, loss_hook)
-    return {**terms, "grad_norm": optimizer_step(optimizer, grad_clip)}
-
-
-def backward_step(student, distillation: Distillation, inputs: LossInputs, loss_hook=None) -> dict[str, torch.Tensor]:
-    """Teacher forward (unless `inputs` hold its hidden states), student forward with the fused KD + CE
-    (sums divided by the inputs' normalizer, the global batch's loss positions) and backward.
-    `loss_hook` may replace the loss before backward (fault injection). Returns the detached terms."""
-    terms = distillation.terms(student, inputs)
+def backward_step(student, teacher, distillation: Distillation, inputs: LossInputs,
+                  loss_hook=None) -> dict[str, torch.Tensor]:
+    """The student's forward with the fused KD + CE (sums divided by the inputs' normalizer, the global
+    batch's loss positions; the teacher's forward first unless `inputs` hold its hidden states) and
+    backward. `loss_hook` may replace the loss before backward (fault injection). Returns this rank's
+    detached terms; `optimizer_step` completes the update."""
+    terms = distillation.terms(student, teacher, inputs)
     total = loss_hook(terms["total"]) if loss_hook else terms["total"]
     (total * distillation.world).backward()  # FSDP averages gradients over the ranks
     return {**{k: v.detach() for k, v in terms.items()}, "total": total.detach()}
