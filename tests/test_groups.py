@@ -201,11 +201,11 @@ def test_each_student_draws_its_own_random_numbers_in_a_group(setup, monkeypatch
     draws: list[tuple] = []
     terms = Distillation.terms
 
-    def with_draws(self, student, teacher, inputs):
+    def with_draws(self, student, teacher, inputs, gate=None):
         if not torch.is_grad_enabled():  # an evaluation, not an update
-            return terms(self, student, teacher, inputs)
+            return terms(self, student, teacher, inputs, gate=gate)
         draws.append((student.placement, float(torch.rand(1)), float(np.random.rand()), random.random()))
-        return terms(self, student, teacher, inputs)
+        return terms(self, student, teacher, inputs, gate=gate)
 
     monkeypatch.setattr(Distillation, "terms", with_draws)
     root = setup["root"] / "draws"

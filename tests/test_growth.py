@@ -37,10 +37,10 @@ def grown(placement: str, growth: Growth, seed: int = 3) -> tuple[BlockStackStud
     return student, Batch(ids, torch.ones_like(ids))
 
 
-def hidden(student: BlockStackStudent, batch: Batch, active: int) -> torch.Tensor:
+def hidden(student: BlockStackStudent, batch: Batch, active: int, gate: tuple | None = None) -> torch.Tensor:
     student.active_blocks = active
     with torch.no_grad():
-        return student(batch.input_ids, batch.attention_mask)
+        return student(batch.input_ids, batch.attention_mask, gate=gate)
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
@@ -58,10 +58,8 @@ def test_zero_preserves_the_function_exactly_where_the_block_is_its_residual(pla
 def test_the_ramp_preserves_the_function_at_c_0_and_is_the_plain_block_at_c_1(placement):
     student, batch = grown(placement, Growth("ramp", steps=4))
     before, plain = hidden(student, batch, 1), hidden(student, batch, 2)
-    student.gate = (1, 0.0)
-    assert torch.allclose(hidden(student, batch, 2), before, atol=1e-6, rtol=0)
-    student.gate = (1, 1.0)
-    assert torch.allclose(hidden(student, batch, 2), plain, atol=1e-6, rtol=0)
+    assert torch.allclose(hidden(student, batch, 2, gate=(1, 0.0)), before, atol=1e-6, rtol=0)
+    assert torch.allclose(hidden(student, batch, 2, gate=(1, 1.0)), plain, atol=1e-6, rtol=0)
     ramp = Growth("ramp", steps=4)
     assert [ramp.gate(t) for t in range(6)] == [0.0, 0.25, 0.5, 0.75, None, None]
 
@@ -206,20 +204,21 @@ def three_blocks_phase0(workspace):
 
 
 def first_updates_of_phase1(workspace, phase0, monkeypatch, growth: dict, check, updates: int) -> None:
-    """Phase 1 of the 3-block run with `growth`, trained through the trainer from `phase0`: `check(t, student,
-    rows)` sees the student as update t computes its loss, for the first `updates` updates; then the phase stops."""
+    """Phase 1 of the 3-block run with `growth`, trained through the trainer from `phase0`: `check(t,
+    student, rows, gate)` sees the student and the ramp's gate as update t computes its loss, for the first
+    `updates` updates; then the phase stops."""
     from normgrow.train.forward import Distillation
 
     terms, seen = Distillation.terms, []
 
-    def hooked(self, student, teacher, inputs):
+    def hooked(self, student, teacher, inputs, gate=None):
         if not torch.is_grad_enabled():  # an evaluation, not an update
-            return terms(self, student, teacher, inputs)
+            return terms(self, student, teacher, inputs, gate=gate)
         seen.append(len(seen) + 1)
-        check(seen[-1], student, inputs.rows)
+        check(seen[-1], student, inputs.rows, gate)
         if len(seen) == updates:
             raise Seen
-        return terms(self, student, teacher, inputs)
+        return terms(self, student, teacher, inputs, gate=gate)
 
     monkeypatch.setattr(Distillation, "terms", hooked)
     with pytest.raises(Seen):
@@ -236,7 +235,7 @@ def test_the_trainer_starts_the_appended_blocks_with_the_operators_weights(works
     (zero) — not the blocks as initialised."""
     start = {}
     first_updates_of_phase1(workspace, three_blocks_phase0, monkeypatch, {"operator": operator},
-                            lambda t, student, rows: start.update(copy.deepcopy(student.state_dict())), updates=1)
+                            lambda t, student, rows, gate: start.update(copy.deepcopy(student.state_dict())), updates=1)
     previous = load_file(three_blocks_phase0 / "student.safetensors")
     for b in (1, 2):
         block = {k.split(".", 2)[2]: v for k, v in start.items() if k.startswith(f"blocks.{b}.")}
@@ -260,15 +259,14 @@ def test_the_trainers_ramp_mixes_every_appended_block_in_at_c_of_the_update(work
     ramp = Growth("ramp", steps=3)
     cs = []
 
-    def check(t, student, rows):
+    def check(t, student, rows, gate):
         with torch.no_grad():
-            trained = student(rows.input_ids, rows.attention_mask)
-            gate, student.gate = student.gate, None
+            trained = student(rows.input_ids, rows.attention_mask, gate=gate)
             ends = []
             for active in (1, 3):
                 student.active_blocks = active
                 ends.append(student(rows.input_ids, rows.attention_mask))
-            student.gate, student.active_blocks = gate, 3
+            student.active_blocks = 3
         previous, stacked = ends
         c = ramp.gate(t)
         cs.append(c)

@@ -206,10 +206,14 @@ def test_two_layers_per_block_and_skip_block(teacher, placement):
                                    rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(student(ids, mask, skip_block=1),
                                    reference_forward(student, ids, 3, skip=1), rtol=1e-5, atol=1e-5)
-        boundaries: list = []
         student.active_blocks = 2
-        student(ids, mask, boundaries=boundaries)
-    assert len(boundaries) == 3  # entering block 0, leaving blocks 0 and 1
+        hidden, states = student(ids, mask, output_block_states=True)
+    assert len(states) == 3  # entering block 0, leaving blocks 0 and 1
+    torch.testing.assert_close(hidden, reference_forward(student, ids, 2), rtol=1e-5, atol=1e-5)
+    for b in (1, 2):  # the stream leaving block b-1 is the b-block student's output before N_final
+        out = states[b] if placement in ENTRY else rms_norm(states[b], student.boundary_norm.weight,
+                                                             student.config.rms_norm_eps)
+        torch.testing.assert_close(out, reference_forward(student, ids, b), rtol=1e-5, atol=1e-5)
 
 
 def test_layer_classes_and_boundary(teacher):

@@ -235,8 +235,7 @@ def trace_one_gpu(config: dict, teacher_config, rows: int) -> dict:
                                                  s["attn_implementation"])
         with PeakMemory() as diagnostics, torch.inference_mode():
             student.eval()
-            streams: list[torch.Tensor] = []
-            student(diag_batch.input_ids, diag_batch.attention_mask, boundaries=streams)
+            _, streams = student(diag_batch.input_ids, diag_batch.attention_mask, output_block_states=True)
             next_token_ce(student, diag_batch, 0, diag_targets, config["train"]["loss_chunk"])
         return {"teacher check": {"weights": module_gib(teacher), "working set": check.peak / GiB,
                                   "largest tensor": check.largest},

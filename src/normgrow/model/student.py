@@ -5,9 +5,10 @@ a trainable copy of its LM head, with one model-boundary RMSNorm initialised fro
 final norm (the paper's start, `student.boundary_norm_init: teacher`) or at the identity (`identity`:
 the family's norm_identity, so that it computes plain x̂ — the teacher's final norm scales a
 Gemma stream by (1 + w), RMS ≈ 54, which pre-norm's N_final passes on to the head and post-norm's
-N_entry feeds into its first layer). `active_blocks` selects how many blocks the forward pass runs (curriculum growth);
-inactive blocks keep their weights untouched. This is the one definition of the stack's forward:
-training runs it, and the exported model (normgrow.model.modeling_normgrow) wraps it.
+N_entry feeds into its first layer). `active_blocks` (constructor state: a phase's depth) selects how
+many blocks the forward pass runs (curriculum growth); inactive blocks keep their weights untouched.
+This is the one definition of the stack's forward: training runs it, and the exported model
+(normgrow.model.modeling_normgrow) wraps it.
 """
 
 from __future__ import annotations
@@ -65,13 +66,17 @@ class BlockStackStudent(nn.Module):
     """Embedding → [N_entry] → K blocks of L layers (first `active_blocks` run) → [N_final] → head."""
 
     def __init__(self, config, placement: str, num_blocks: int, layers_per_block: int,
-                 built_blocks: int | None = None):
+                 built_blocks: int | None = None, active_blocks: int | None = None):
         """`built_blocks`: build only the first blocks (default all K; the export builds the active
-        ones); the layers' kinds and DeepNorm's depth are those of the K-block student either way."""
+        ones); the layers' kinds and DeepNorm's depth are those of the K-block student either way.
+        `active_blocks`: how many of them the forward runs (default all built)."""
         super().__init__()
         built = num_blocks if built_blocks is None else built_blocks
         if not 1 <= built <= num_blocks:
             raise ValueError(f"built_blocks must be in 1..{num_blocks}, not {built}")
+        active = built if active_blocks is None else active_blocks
+        if not 1 <= active <= built:
+            raise ValueError(f"active_blocks must be in 1..{built}, not {active}")
         if config.num_hidden_layers != built * layers_per_block:
             raise ValueError("config.num_hidden_layers must equal the built blocks × layers_per_block")
         if config._attn_implementation is None:
@@ -81,9 +86,8 @@ class BlockStackStudent(nn.Module):
         self.placement = placement
         self.num_blocks = num_blocks
         self.layers_per_block = layers_per_block
-        self.active_blocks = built
+        self.active_blocks = active
         self.activation_checkpointing = False
-        self.gate: tuple[int, float] | None = None  # (first gated block, c): the ramp operator's mix
         classes = layer_classes(placement, num_blocks)
         self.boundary = boundary(placement)
         depth = num_blocks * layers_per_block
@@ -101,15 +105,16 @@ class BlockStackStudent(nn.Module):
     @classmethod
     def from_teacher(cls, teacher, placement: str, num_blocks: int, layers_per_block: int,
                      seed: int, attn_implementation: str = "sdpa",
-                     boundary_norm_init: str = "teacher") -> BlockStackStudent:
+                     boundary_norm_init: str = "teacher", active_blocks: int | None = None) -> BlockStackStudent:
         """Student with the teacher's embedding (frozen) and LM head (trainable), the boundary norm
         (trainable) from the teacher's final norm or at the identity (`boundary_norm_init`), and all K
-        blocks freshly initialised from `seed` — identical for every placement and curriculum."""
+        blocks freshly initialised from `seed` — identical for every placement and curriculum — of which
+        the forward runs the first `active_blocks` (default all)."""
         if boundary_norm_init not in BOUNDARY_NORM_INITS:
             raise ValueError(f"boundary_norm_init must be one of {', '.join(BOUNDARY_NORM_INITS)}, "
                              f"not {boundary_norm_init!r}")
         config = student_config(teacher.config, num_blocks * layers_per_block, attn_implementation)
-        student = cls(config, placement, num_blocks, layers_per_block)
+        student = cls(config, placement, num_blocks, layers_per_block, active_blocks=active_blocks)
         student.init_blocks(seed)
         with torch.no_grad():
             student.embed_tokens.weight.copy_(teacher.get_input_embeddings().weight)
@@ -131,7 +136,7 @@ class BlockStackStudent(nn.Module):
         """Apply `growth`'s operator (normgrow.spec.curriculum.Growth) to the appended `blocks` at the
         append step: `copy` (and `zero` from a copy) loads the block before into each, in order;
         `zero` then zeroes each layer's attention output and MLP down projections. `random` and
-        `ramp` change no weight (the ramp is the forward's `gate`)."""
+        `ramp` change no weight (the ramp is the forward's `gate` argument)."""
         with torch.no_grad():
             for b in blocks:
                 if growth.operator == "copy" or (growth.operator == "zero" and growth.source == "copy"):
@@ -156,8 +161,9 @@ class BlockStackStudent(nn.Module):
                 layer.compile()
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                skip_block: int | None = None, boundaries: list | None = None, loss=None,
-                position_ids: torch.Tensor | None = None, loss_positions: torch.Tensor | None = None):
+                skip_block: int | None = None, output_block_states: bool = False, loss=None,
+                position_ids: torch.Tensor | None = None, loss_positions: torch.Tensor | None = None,
+                gate: tuple[int, float] | None = None):
         """Final hidden states (B, T, H) of the active stack, before the LM head — or, if `loss` is
         given, `loss(hidden, lm_head.weight)` with the (N, H) hidden states at the flat `loss_positions`
         ((B, T) order): the head is used inside the forward, where FSDP has gathered it.
@@ -166,11 +172,12 @@ class BlockStackStudent(nn.Module):
         every row, or `position_ids` (B, T) for documents laid end to end (a packed batch of the trainer):
         the causal mask then stops where a row's positions restart (transformers' packed sequences),
         and `attention_mask` only marks what the caller counts. `skip_block` bypasses one
-        whole block (identity). If `boundaries` is a list, the residual stream entering block 0 and
-        leaving every active block is appended to it (for boundary diagnostics). With
-        `activation_checkpointing` set, training recomputes each layer's activations in backward.
-        With `gate` = (b, c) set (the ramp operator), the blocks from b on are mixed in as
-        h_b + c·(stack(h_b) − h_b), h_b the stream entering block b.
+        whole block (identity). With `output_block_states`, returns (hidden, block states): the residual
+        stream entering block 0 and leaving every active block (for the boundary diagnostics), as
+        transformers' `output_hidden_states` returns every layer's. With `activation_checkpointing` set,
+        training recomputes each layer's activations in backward. With `gate` = (b, c) (the ramp
+        operator's c at this update), the blocks from b on are mixed in as h_b + c·(stack(h_b) − h_b),
+        h_b the stream entering block b.
         """
         h = self.embed_tokens(input_ids)
         if self.family.embedding_scale:  # Gemma: embeddings × √H, as its decoder does
@@ -185,11 +192,10 @@ class BlockStackStudent(nn.Module):
                                   position_ids=position_ids)
         layer_type = self.family.rotary_layer_type  # Gemma 3: its global layers' rotary base
         position_embeddings = self.rotary_emb(h, position_ids, *([layer_type] if layer_type else []))
-        if boundaries is not None:
-            boundaries.append(h)
+        states = [h]
         gated = h
         for b in range(self.active_blocks):
-            if self.gate is not None and b == self.gate[0]:
+            if gate is not None and b == gate[0]:
                 gated = h
             if b != skip_block:
                 for layer in self.blocks[b]:
@@ -197,13 +203,14 @@ class BlockStackStudent(nn.Module):
                         h = checkpoint(layer, h, position_embeddings, mask, use_reentrant=False)
                     else:
                         h = layer(h, position_embeddings, mask)
-            if boundaries is not None:
-                boundaries.append(h)
-        if self.gate is not None:
-            h = gated + self.gate[1] * (h - gated)
+            states.append(h)
+        if gate is not None:
+            h = gated + gate[1] * (h - gated)
         if self.boundary == "final":
             h = self.boundary_norm(h)
-        return h if loss is None else loss(h.flatten(0, 1)[loss_positions], self.lm_head.weight)
+        if loss is not None:
+            return loss(h.flatten(0, 1)[loss_positions], self.lm_head.weight)
+        return (h, tuple(states)) if output_block_states else h
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:

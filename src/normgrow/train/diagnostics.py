@@ -145,8 +145,7 @@ def diagnose(student, batch: Batch, special_ids: list[int], removal: bool = True
     """All checkpoint-level diagnostics of `student` (at its active depth) on one batch; CE logits
     `chunk` positions at a time."""
     student.eval()
-    streams: list[torch.Tensor] = []
-    student(batch.input_ids, batch.attention_mask, boundaries=streams)
+    _, streams = student(batch.input_ids, batch.attention_mask, output_block_states=True)
     mask = structural_mask(batch, special_ids)
     structural = mask[batch.attention_mask.bool()]
     attention = block_attention_on_structural(student, batch, mask)

@@ -17,11 +17,12 @@ from normgrow.train.objective import Objective
 
 @torch.no_grad()
 def evaluate_students(students: list, objectives: list[Objective], teacher, batches: list[Batch], chunk: int = 4096,
-                      ranks=None) -> list[dict[str, float]]:
-    """CE, KD, KD soft and PPL of each student (under its objective) on `batches`, the teacher run once
-    per batch for all of them. With `ranks` (sharded students), `batches` are this rank's rows of the
-    validation batches (`Ranks.rows`, once per phase) and the sums are combined over ranks.
-    (`no_grad`, not inference mode: FSDP reuses the gathered parameters in training afterwards.)"""
+                      ranks=None, gates: list | None = None) -> list[dict[str, float]]:
+    """CE, KD, KD soft and PPL of each student (under its objective and its ramp `gates`, if any) on
+    `batches`, the teacher run once per batch for all of them. With `ranks` (sharded students),
+    `batches` are this rank's rows of the validation batches (`Ranks.rows`, once per phase) and the sums
+    are combined over ranks. (`no_grad`, not inference mode: FSDP reuses the gathered parameters in
+    training afterwards.)"""
     modes = [student.training for student in students]
     sums = [[0.0, 0.0, 0.0] for _ in students]
     count = 0
@@ -29,8 +30,9 @@ def evaluate_students(students: list, objectives: list[Objective], teacher, batc
         student.eval()
     for batch in batches:
         inputs = LossInputs.of(batch, normalizer=1.0, teacher=teacher)  # sums; the teacher run once for all
-        for student, objective, total in zip(students, objectives, sums, strict=True):
-            terms = Distillation(objective, chunk).terms(student, teacher, inputs)
+        for student, objective, gate, total in zip(students, objectives, gates or [None] * len(students), sums,
+                                                   strict=True):
+            terms = Distillation(objective, chunk).terms(student, teacher, inputs, gate=gate)
             for i, key in enumerate(("ce", "kd", "kd_soft")):
                 total[i] += float(terms[key])
         count += len(inputs.positions)

@@ -86,11 +86,12 @@ class Distillation:
     chunk: int
     world: int = 1
 
-    def terms(self, student, teacher, inputs: LossInputs) -> dict[str, torch.Tensor]:
-        """The objective's terms on one batch: the teacher runs once under inference mode (unless
-        `inputs` hold its hidden states), and KD + CE are computed chunk by chunk, fused with both LM
-        heads (no full-vocabulary logits tensor). Terms are means over the batch's loss positions, or
-        sums divided by the normalizer.
+    def terms(self, student, teacher, inputs: LossInputs, gate: tuple[int, float] | None = None
+              ) -> dict[str, torch.Tensor]:
+        """The objective's terms on one batch (`gate`: the ramp operator's, for the student's forward):
+        the teacher runs once under inference mode (unless `inputs` hold its hidden states), and KD + CE
+        are computed chunk by chunk, fused with both LM heads (no full-vocabulary logits tensor). Terms
+        are means over the batch's loss positions, or sums divided by the normalizer.
 
         The student calls the loss inside its forward (`loss=`), the one callback of the model: a sharded
         student's head weight is gathered by FSDP2 only while its forward runs."""
@@ -101,4 +102,4 @@ class Distillation:
                                  teacher_weight=teacher.get_output_embeddings().weight, labels=inputs.labels,
                                  chunk=self.chunk, normalizer=inputs.normalizer)
         return student(inputs.rows.input_ids, inputs.rows.attention_mask, position_ids=inputs.rows.position_ids,
-                       loss=loss, loss_positions=inputs.positions)
+                       loss=loss, loss_positions=inputs.positions, gate=gate)

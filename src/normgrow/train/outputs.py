@@ -76,7 +76,6 @@ def student_from_checkpoint(path: Path, teacher_config, placement: str, student:
 
     layers = student["blocks"] * student["layers_per_block"]
     model = BlockStackStudent(student_config(teacher_config, layers, student["attn_implementation"]),
-                              placement, student["blocks"], student["layers_per_block"])
+                              placement, student["blocks"], student["layers_per_block"], active_blocks=active_blocks)
     load_student(model, path)
-    model.active_blocks = active_blocks
     return model.eval()

@@ -361,7 +361,7 @@ class GroupTrainer:
             lr = member.start_update(t)
             try:
                 with member.own_rng():
-                    terms = backward_step(member.student, self.teacher, member.distillation, inputs,
+                    terms = backward_step(member.student, self.teacher, member.distillation, inputs, member.gate,
                                           loss_hook=functools.partial(member.faults.loss, t))
                     grad_norm = optimizer_step(member.optimizer, member.spec.training.grad_clip)
                 member.record_update(t, lr, batch.tokens, terms, grad_norm)
@@ -381,7 +381,7 @@ class GroupTrainer:
 
     def evaluate(self, t: int, live: list[PhaseTrainer]) -> None:
         metrics = evaluate_students([m.student for m in live], [m.distillation.objective for m in live], self.teacher,
-                                    self.valid, self.loss_chunk, self.ranks) if live else []
+                                    self.valid, self.loss_chunk, self.ranks, [m.gate for m in live]) if live else []
         for member, result in zip(live, metrics, strict=True):
             member.record_evaluation(t, result)
 
@@ -418,6 +418,7 @@ class PhaseTrainer:
         self.faults = Faults.from_environment().for_phase(spec.key)
         self.rng = rng_state()
         self.progress = PhaseProgress.start(self.start_data)
+        self.gate: tuple[int, float] | None = None  # (first gated block, c): the ramp operator's, set each update
 
     @contextmanager
     def own_rng(self):
@@ -455,7 +456,7 @@ class PhaseTrainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         c = self.spec.phase.growth.gate(t)
-        self.student.gate = None if c is None else (self.spec.phase.appended[0], c)
+        self.gate = None if c is None else (self.spec.phase.appended[0], c)
         return lr
 
     def record_update(self, t: int, lr: float, tokens: int, terms: dict[str, torch.Tensor],
@@ -517,13 +518,13 @@ def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Modul
     s, phase = spec.student, spec.phase
     student = BlockStackStudent.from_teacher(teacher, spec.placement, s["blocks"], s["layers_per_block"],
                                              spec.seed, s["attn_implementation"],
-                                             s.get("boundary_norm_init", STUDENT_KEYED_BEYOND["boundary_norm_init"]))
+                                             s.get("boundary_norm_init", STUDENT_KEYED_BEYOND["boundary_norm_init"]),
+                                             phase.active_blocks)
     if spec.index == 0:
         before = RunPosition()
     else:
         before = PhaseRecord.read(previous / PHASE_FILES["state"]).position
         load_student(student, previous / PHASE_FILES["student"])
-    student.active_blocks = phase.active_blocks
     student.start_appended(phase.appended, phase.growth)
     student.activation_checkpointing = execution.activation_checkpointing
     student.set_trainable(list(phase.trainable_blocks))
@@ -535,12 +536,12 @@ def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Modul
 
 
 def backward_step(student, teacher, distillation: Distillation, inputs: LossInputs,
-                  loss_hook=None) -> dict[str, torch.Tensor]:
-    """The student's forward with the fused KD + CE (sums divided by the inputs' normalizer, the global
-    batch's loss positions; the teacher's forward first unless `inputs` hold its hidden states) and
-    backward. `loss_hook` may replace the loss before backward (fault injection). Returns this rank's
-    detached terms; `optimizer_step` completes the update."""
-    terms = distillation.terms(student, teacher, inputs)
+                  gate: tuple[int, float] | None = None, loss_hook=None) -> dict[str, torch.Tensor]:
+    """The student's forward (with the ramp operator's `gate`, if any) with the fused KD + CE (sums divided
+    by the inputs' normalizer, the global batch's loss positions; the teacher's forward first unless
+    `inputs` hold its hidden states) and backward. `loss_hook` may replace the loss before backward (fault
+    injection). Returns this rank's detached terms; `optimizer_step` completes the update."""
+    terms = distillation.terms(student, teacher, inputs, gate=gate)
     total = loss_hook(terms["total"]) if loss_hook else terms["total"]
     (total * distillation.world).backward()  # FSDP averages gradients over the ranks
     return {**{k: v.detach() for k, v in terms.items()}, "total": total.detach()}
