@@ -1,5 +1,5 @@
 """The paper's Fig. 1 and Fig. 2 (normgrow.paper.schematics) drawn from the resolved config: each
-placement's layout (normgrow.model.layout) against its layer's modules and forward, a non-default
+placement's layout (normgrow.model.layout) against the equations written out by hand, a non-default
 curriculum's phase × block states against known answers, and both figures written."""
 
 from __future__ import annotations
@@ -7,14 +7,10 @@ from __future__ import annotations
 import copy
 
 import pytest
-import torch
 import yaml
 from conftest import REPO
-from transformers import Qwen3Config
 
-from normgrow.model.family import family
-from normgrow.model.layout import LAYOUTS, SUBLAYERS, boundary, residual_scale
-from normgrow.model.placement import LAYERS
+from normgrow.model.layout import LAYOUTS, SUBLAYERS, boundary
 from normgrow.paper import schematics
 from normgrow.paper.document import Figure, Heading
 from normgrow.paper.reference import paper_reference
@@ -23,54 +19,10 @@ from normgrow.spec.config import science_config, validate_config
 
 
 # ---------------------------------------------------------------- Fig. 1's data: each layer kind's layout
-def tiny_layer(kind: str, depth: int):
-    """A layer of `kind` on a small Qwen3 config, every norm weight away from the identity (so a
-    misplaced norm changes the output), with what its forward needs."""
-    config = Qwen3Config(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=8, num_hidden_layers=depth, vocab_size=32)
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    layer = LAYERS[kind](config, 0, depth).eval()
-    with torch.no_grad():
-        for name, param in layer.named_parameters():
-            if name.endswith("norm.weight"):
-                param.uniform_(0.5, 1.5)
-    h = torch.randn(2, 5, config.hidden_size)
-    position_embeddings = family(config).rotary(config)(h, torch.arange(5).unsqueeze(0))
-    return config, layer, h, position_embeddings
-
-
-def layout_forward(layer, layout, h, position_embeddings, depth: int) -> torch.Tensor:
-    """The layer's output computed from its layout alone: per sub-layer, each described norm at its
-    position around the branch and the residual add (normgrow.model.layout's table)."""
-    branches = {"attn": lambda x: layer.attend(x, position_embeddings, None), "mlp": layer.mlp}
-    scale = residual_scale(depth) if layout.scaled_residual else 1.0
-    for sublayer in SUBLAYERS:
-        def norm(position, x, sublayer=sublayer):
-            site = layout.at(sublayer, position)
-            return getattr(layer, site.module)(x) if site else x
-
-        h = norm("sum", scale * h + norm("output", branches[sublayer](norm("input", h))))
-    return h
-
-
-@pytest.mark.parametrize("kind", list(LAYOUTS))
-def test_each_layout_is_its_layers_forward(kind):
-    """The layout Fig. 1 draws computes what the layer class computes, with the same norms."""
-    depth = 6  # α = 12^¼ for DeepNorm, not 1
-    config, layer, h, position_embeddings = tiny_layer(kind, depth)
-    layout = LAYOUTS[kind]
-    with torch.no_grad():
-        torch.testing.assert_close(layout_forward(layer, layout, h, position_embeddings, depth),
-                                   layer(h, position_embeddings, None), rtol=0, atol=0)
-    norms = {name for name, module in layer.named_children() if isinstance(module, family(config).norm)}
-    assert norms == {site.module for site in layout.norms}, kind
-    assert hasattr(layer.self_attn.v_proj, "head_norm") == layout.qkv_norm, kind
-
-
 def test_layouts_and_their_equations():
-    """Where each placement puts its norms (the positions Fig. 1 draws), written as the equations of
-    normgrow.model.placement's docstring, and the boundary norm of each."""
+    """Where each placement puts its norms (the positions Fig. 1 draws and DecoderLayer follows), written
+    as the equations docs/placements.md and tests/test_student.py's reference write out, and the boundary
+    norm of each."""
     positions = {kind: sorted((n.sublayer, n.position, n.symbol) for n in layout.norms)
                  for kind, layout in LAYOUTS.items()}
     assert positions == {

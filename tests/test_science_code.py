@@ -60,7 +60,7 @@ def test_every_module_a_training_job_imports_is_phase_code_or_execution_only():
     assert not phase & execution
     assert all((PACKAGE / f"{name.replace('.', '/')}.py").is_file() for name in phase | execution)
     assert seen - {"spec.science_code"} <= phase | execution, seen - phase - execution
-    assert {"train.trainer", "train.objective", "train.forward", "model.student", "model.placement", "train.data",
+    assert {"train.trainer", "train.objective", "train.forward", "model.student", "train.data",
             "spec.curriculum"} <= phase
 
 

@@ -11,8 +11,7 @@ import torch
 import torch.nn.functional as F
 from conftest import make_teacher, student_logits
 
-from normgrow.model.layout import PLACEMENTS
-from normgrow.model.placement import PostNormLayer, PreNormLayer, layer_classes
+from normgrow.model.layout import LAYOUTS, PLACEMENTS, layer_kinds
 from normgrow.model.student import BlockStackStudent, count_parameters
 from normgrow.spec.curriculum import Training
 from normgrow.train.data import collate
@@ -66,7 +65,7 @@ def reference_mlp(mlp, x: torch.Tensor) -> torch.Tensor:
 
 
 def reference_layer(placement: str, layer, h, cos, sin, eps: float, block: int, depth: int) -> torch.Tensor:
-    """One layer of `placement` (the equations of normgrow.model.placement's docstring)."""
+    """One layer of `placement`, its equations written out by hand (docs/placements.md)."""
     def attn(x):
         return reference_attention(layer.self_attn, x, cos, sin, eps)
 
@@ -216,11 +215,13 @@ def test_two_layers_per_block_and_skip_block(teacher, placement):
         torch.testing.assert_close(out, reference_forward(student, ids, b), rtol=1e-5, atol=1e-5)
 
 
-def test_layer_classes_and_boundary(teacher):
+def test_layer_kinds_and_boundary(teacher):
     assert set(PLACEMENTS) == {"pre", "post", "sandwich", "deepnorm", "hybridnorm", "mix-ln"}
-    assert layer_classes("pre", 2) == [PreNormLayer] * 2 and layer_classes("post", 1) == [PostNormLayer]
-    assert layer_classes("mix-ln", 3) == [PostNormLayer, PreNormLayer, PreNormLayer]
-    assert layer_classes("mix-ln@2", 3) == [PostNormLayer, PostNormLayer, PreNormLayer]
+    assert layer_kinds("pre", 2) == ["pre"] * 2 and layer_kinds("post", 1) == ["post"]
+    assert layer_kinds("mix-ln", 3) == ["post", "pre", "pre"]
+    assert layer_kinds("mix-ln@2", 3) == ["post", "post", "pre"]
+    student = make_student(teacher, "mix-ln@2", blocks=3)
+    assert [block[0].layout for block in student.blocks] == [LAYOUTS["post"], LAYOUTS["post"], LAYOUTS["pre"]]
     for placement in PLACEMENT_NAMES:
         expected = "entry" if placement in ENTRY else "final"
         assert make_student(teacher, placement).boundary == expected, placement

@@ -331,15 +331,15 @@ def test_norm_weights_match_the_layers():
     """tables.NORM_WEIGHTS (torch-free text) counts the RMSNorm weights of each placement's layer."""
     from transformers import Qwen3Config
 
-    from normgrow.model.layout import PLACEMENTS
-    from normgrow.model.placement import LAYERS
+    from normgrow.model.layout import LAYOUTS, PLACEMENTS
+    from normgrow.model.student import DecoderLayer
 
     config = Qwen3Config(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
                          head_dim=16, num_hidden_layers=1, vocab_size=32)
     h, d = config.hidden_size, config.head_dim
     assert set(NORM_WEIGHTS) == set(PLACEMENTS)
-    for name, layer_class in LAYERS.items():
-        layer = layer_class(config, 0, 1)
+    for name in LAYOUTS:
+        layer = DecoderLayer(config, 0, 1, name)
         weights = sum(p.numel() for n, p in layer.named_parameters() if n.endswith("norm.weight")) - 2 * d
         assert weights == eval(NORM_WEIGHTS[name].replace("·", "*"), {"H": h, "head_dim": d}), name
 

@@ -13,7 +13,7 @@ from transformers import AutoConfig, PreTrainedConfig
 
 
 class NormgrowConfig(PreTrainedConfig):
-    """An exported student: `placement` (a normgrow.model.placement name, e.g. "post" or "mix-ln@2"),
+    """An exported student: `placement` (a normgrow.model.layout placement name, e.g. "post" or "mix-ln@2"),
     `blocks` (K) × `layers_per_block` (L) trained, the first `active_blocks` exported; `layers_config`
     the family config's fields (with `model_type`) for the active layers. K is kept because DeepNorm's α
     depends on the trained depth K·L, not on the exported one."""

@@ -7,12 +7,12 @@ that `AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` 
 
 - a student of the family's own placement (normgrow.model.family: pre-norm for most, sandwich for
   Gemma 2 and 3, none for OLMo 2) *is* its teacher family's decoder (embedding, S = active blocks × L
-  layers of the family's own decoder layer, final norm, untied head; `PreNormLayer` or `SandwichLayer`
-  is the family's DecoderLayer under other norm names), so it is written as the family's own class
+  layers of the family's own decoder layer, final norm, untied head; a pre-norm or sandwich
+  `DecoderLayer` is the family's own decoder layer under other norm names), so it is written as the family's own class
   (Qwen3ForCausalLM, Gemma2ForCausalLM, ...), which loads without remote code;
 - every other placement is written as `NormgrowForCausalLM` (normgrow.model.modeling_normgrow: the
   training code's BlockStackStudent and its head), whose code is copied into the directory with the
-  modules of normgrow.model it imports (student, placement, layout, family) and loads with
+  modules of normgrow.model it imports (student, layout, family) and loads with
   `trust_remote_code=True` where normgrow is not installed.
 
 The checkpoint records neither K nor L: they are read from its parameter names (`blocks.b.i.*`) and
@@ -30,7 +30,7 @@ import torch
 from safetensors import safe_open
 
 from normgrow.model.family import family
-from normgrow.model.placement import layer_classes
+from normgrow.model.layout import layer_kinds
 from normgrow.model.student import BlockStackStudent, student_config
 from normgrow.spec.execution import PHASE_FILES
 from normgrow.spec.phase_record import PhaseRecord
@@ -53,7 +53,7 @@ def read_phase(phase_dir: Path) -> dict:
         raise FileNotFoundError(f"{weights}: missing; a phase directory (results/phases/{{key}}) holds "
                                 "student.safetensors and state.json")
     try:
-        layer_classes(record.placement, 1)
+        layer_kinds(record.placement, 1)
     except ValueError as error:
         raise ValueError(f"{state_path}: {error}") from None
     try:

@@ -1,9 +1,10 @@
 """The registry of placements and where each puts its RMSNorms, as data: the registered names, the
 layer kind of every block, the model-boundary norm, and a declarative layout of each layer kind.
 Torch-free, so that the config check and the report (normgrow.paper.schematics draws the paper's
-Fig. 1 from it) read it without loading a model; normgrow.model.placement builds a layer class for each
-kind under the same name, and tests/test_schematics.py checks every layout against its class's
-modules and forward.
+Fig. 1 from it) read it without loading a model. It is where each placement is described, once:
+normgrow.model.student.DecoderLayer builds a layer of each kind from its layout and follows it in its
+forward (tests/test_student.py checks every placement's forward against the equations written out by
+hand, tests/test_schematics.py the equations `Layout.equation` writes).
 
 A decoder layer is two residual sub-layers, attention then MLP; each adds a branch F to the
 residual stream h. An RMSNorm sits at one of three positions of a sub-layer:
@@ -37,7 +38,7 @@ class NormSite:
 
     @property
     def symbol(self) -> str:
-        """The norm as normgrow.model.placement's equations write it: attn_layernorm → N_a,
+        """The norm as the equations write it: attn_layernorm → N_a,
         mlp_out_layernorm → N_mo."""
         return "N_" + "".join(word[0] for word in self.module.removesuffix("_layernorm").split("_"))
 
@@ -61,7 +62,7 @@ class Layout:
         return BRANCHES[sublayer] + ("_qkv" if sublayer == "attn" and self.qkv_norm else "")
 
     def equation(self, sublayer: str) -> str:
-        """The sub-layer's update as normgrow.model.placement's docstring writes it, e.g. `h ← N_a(h + Attn(h))`."""
+        """The sub-layer's update as an equation, e.g. `h ← N_a(h + Attn(h))`."""
         x = "h"
         if norm := self.at(sublayer, "input"):
             x = f"{norm.symbol}({x})"

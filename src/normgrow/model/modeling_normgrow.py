@@ -23,8 +23,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from normgrow.model.configuration_normgrow import NormgrowConfig
-from normgrow.model.placement import LAYERS
-from normgrow.model.student import BlockStackStudent
+from normgrow.model.student import BlockStackStudent, DecoderLayer
 
 
 class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
@@ -33,7 +32,7 @@ class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
     config_class = NormgrowConfig
     base_model_prefix = "student"
     _supports_sdpa = True
-    _no_split_modules = [layer.__name__ for layer in LAYERS.values()]
+    _no_split_modules = [DecoderLayer.__name__]
 
     def __init__(self, config: NormgrowConfig):
         super().__init__(config)

@@ -19,8 +19,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers.masking_utils import create_causal_mask
 
 from normgrow.model.family import attention_kernel, family
-from normgrow.model.layout import boundary
-from normgrow.model.placement import layer_classes
+from normgrow.model.layout import LAYOUTS, boundary, layer_kinds, residual_scale
 
 
 def student_config(teacher_config, num_layers: int, attn_implementation: str = "sdpa"):
@@ -62,6 +61,115 @@ ZEROED_OUTPUTS = ("self_attn.o_proj.weight", "mlp.down_proj.weight")  # the zero
 BOUNDARY_NORM_INITS = ("teacher", "identity")  # student.boundary_norm_init
 
 
+class DecoderLayer(nn.Module):
+    """One decoder layer of a placement's layer kind, `kind` a key of normgrow.model.layout.LAYOUTS —
+    where each placement is described once, as the RMSNorms it puts around each residual add
+    (`Layout.equation` writes them out; Fig. 1 is drawn from them).
+
+    The layer holds the sub-modules of the teacher family's decoder layer (normgrow.model.family; for
+    Qwen3: attention with q/k RMSNorm, RoPE and GQA, a SwiGLU MLP) under the same parameter names, and
+    its kind's norms under names ending in `norm.weight`, so that one seed initialises every placement to
+    identical weights wherever the parameters coincide (norms start at the identity and draw nothing).
+    Each of its two residual sub-layers, attention then MLP, with branch F is
+
+        h ← N_sum(α·h + N_output(F(N_input(h))))
+
+    with only the norms the layout puts at each site; α = 1 but for DeepNorm (Wang et al. 2022:
+    `scaled_residual`, α = (2N)^¼, its value, output and MLP projections initialised ×β = (8N)^-¼, N = K·L
+    the whole student's layers, so every phase of a run has the same layers); HybridNorm (Zhuo et al.
+    2025: `qkv_norm`) also normalises every head's queries, keys and values inside attention."""
+
+    def __init__(self, config, layer_idx: int, depth: int, kind: str):
+        super().__init__()
+        f, self.layout = family(config), LAYOUTS[kind]
+        self.self_attn = f.attention(config, layer_idx)
+        self.mlp = f.mlp(config)
+        for site in sorted(self.layout.norms, key=lambda site: site.position == "output"):  # sub-layer inputs first
+            setattr(self, site.module, f.norm(config.hidden_size, eps=config.rms_norm_eps))
+        self.sites = {(site.sublayer, site.position): site.module for site in self.layout.norms}
+        self.alpha = residual_scale(depth) if self.layout.scaled_residual else None
+        self.beta = (8 * depth) ** -0.25 if self.layout.scaled_residual else None
+        if self.layout.qkv_norm:
+            normalize_qkv_(self.self_attn, config, f.norm)
+
+    def forward(self, h, position_embeddings, attention_mask):
+        h = self.residual("attn", h, lambda x: self.self_attn(x, position_embeddings, attention_mask)[0])
+        return self.residual("mlp", h, self.mlp)
+
+    def residual(self, sublayer: str, h: torch.Tensor, branch) -> torch.Tensor:
+        """One residual sub-layer (`attn` or `mlp`): h ← N_sum(α·h + N_output(F(N_input(h))))."""
+        out = self.norm(sublayer, "output", branch(self.norm(sublayer, "input", h)))
+        return self.norm(sublayer, "sum", (h if self.alpha is None else self.alpha * h) + out)
+
+    def norm(self, sublayer: str, position: str, x: torch.Tensor) -> torch.Tensor:
+        name = self.sites.get((sublayer, position))
+        return x if name is None else getattr(self, name)(x)
+
+    @torch.no_grad()
+    def scale_init_(self) -> None:
+        """DeepNorm's β on the freshly drawn value, output and MLP projections (other kinds: none)."""
+        if self.beta is not None:
+            for weight in value_output_and_mlp_weights(self.self_attn, self.mlp):
+                weight.mul_(self.beta)
+
+
+def value_output_and_mlp_weights(attn: nn.Module, mlp: nn.Module) -> list[torch.Tensor]:
+    """The value, output and MLP projections' weights (views into the fused ones: Phi-3's value rows of
+    `qkv_proj`, its whole `gate_up_proj`)."""
+    if hasattr(attn, "qkv_proj"):
+        values = attn.config.num_key_value_heads * attn.head_dim
+        weights = [attn.qkv_proj.weight[-values:], attn.o_proj.weight]
+    else:
+        weights = [attn.v_proj.weight, attn.o_proj.weight]
+    mlp_names = ("gate_up_proj", "down_proj") if hasattr(mlp, "gate_up_proj") else ("gate_proj", "up_proj", "down_proj")
+    return weights + [getattr(mlp, name).weight for name in mlp_names]
+
+
+def normalize_qkv_(attn: nn.Module, config, norm: type) -> None:
+    """HybridNorm's QKV normalisation: an RMSNorm on every head's queries, keys and values. Queries and keys
+    keep the family's own norms where it has them (Qwen3's and Gemma 3's per head, OLMo 2's over the full
+    width); otherwise a per-head norm on the projection's output, before RoPE, as Qwen3 places its own
+    (Phi-3: on each of the fused projection's q, k and v parts); values always take one."""
+    if hasattr(attn, "qkv_proj"):  # Phi-3: one fused projection, no q/k norms of its own
+        q, kv = config.num_attention_heads * attn.head_dim, config.num_key_value_heads * attn.head_dim
+        attn.qkv_proj = _NormedFusedHeads(attn.qkv_proj, attn.head_dim, (q, kv, kv), norm, config.rms_norm_eps)
+    else:
+        projections = ("v_proj",) if hasattr(attn, "q_norm") else ("q_proj", "k_proj", "v_proj")
+        for name in projections:
+            setattr(attn, name, _NormedHeads(getattr(attn, name), attn.head_dim, norm, config.rms_norm_eps))
+
+
+class _NormedHeads(nn.Module):
+    """A projection followed by an RMSNorm over each head's dimensions (as Qwen3 does for q and k)."""
+
+    def __init__(self, linear: nn.Linear, head_dim: int, norm: type, eps: float):
+        super().__init__()
+        self.linear = linear
+        self.head_norm = norm(head_dim, eps=eps)
+        self.head_dim = head_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return self.head_norm(y.view(*y.shape[:-1], -1, self.head_dim)).view(y.shape)
+
+
+class _NormedFusedHeads(nn.Module):
+    """A fused q/k/v projection (Phi-3's `qkv_proj`) followed by an RMSNorm over each head's dimensions,
+    one norm for the queries, one for the keys, one for the values (as three _NormedHeads would)."""
+
+    def __init__(self, linear: nn.Linear, head_dim: int, widths: tuple[int, int, int], norm: type, eps: float):
+        super().__init__()
+        self.linear = linear
+        self.widths = widths
+        self.head_dim = head_dim
+        self.q_norm, self.k_norm, self.v_norm = (norm(head_dim, eps=eps) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        parts = self.linear(x).split(self.widths, dim=-1)
+        return torch.cat([n(y.view(*y.shape[:-1], -1, self.head_dim)).view(y.shape)
+                          for n, y in zip((self.q_norm, self.k_norm, self.v_norm), parts, strict=True)], dim=-1)
+
+
 class BlockStackStudent(nn.Module):
     """Embedding → [N_entry] → K blocks of L layers (first `active_blocks` run) → [N_final] → head."""
 
@@ -88,13 +196,14 @@ class BlockStackStudent(nn.Module):
         self.layers_per_block = layers_per_block
         self.active_blocks = active
         self.activation_checkpointing = False
-        classes = layer_classes(placement, num_blocks)
+        kinds = layer_kinds(placement, num_blocks)
         self.boundary = boundary(placement)
         depth = num_blocks * layers_per_block
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.embed_tokens.weight.requires_grad_(False)
         self.blocks = nn.ModuleList(
-            nn.ModuleList(classes[b](config, b * layers_per_block + i, depth) for i in range(layers_per_block))
+            nn.ModuleList(DecoderLayer(config, b * layers_per_block + i, depth, kinds[b])
+                          for i in range(layers_per_block))
             for b in range(built)
         )
         self.family = family(config)
@@ -217,4 +326,4 @@ def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
 
 
-__all__ = ["BlockStackStudent", "student_config", "init_qwen3_", "count_parameters"]
+__all__ = ["BlockStackStudent", "DecoderLayer", "student_config", "init_qwen3_", "count_parameters"]

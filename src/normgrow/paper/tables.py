@@ -354,7 +354,7 @@ def tableA4(r: Results, ref: dict) -> Table:
 
 
 # RMSNorm weights per decoder layer besides the q/k norms every placement has (2·head_dim), from the
-# layer classes of normgrow.model.placement (a test counts them on the modules)
+# layers normgrow.model.student.DecoderLayer builds (a test counts them on the modules)
 NORM_WEIGHTS = {"pre": "2·H", "post": "2·H", "sandwich": "4·H", "deepnorm": "2·H", "hybridnorm": "H + head_dim",
                 "mix-ln": "2·H"}
 

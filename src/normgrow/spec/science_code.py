@@ -31,9 +31,8 @@ PHASE_MODULES = (
     "spec.curriculum",      # phases: active and trainable blocks, data policies, growth operators, lr restarts
     "spec.phase_record",    # a finished phase's record: where the next phase of its run starts
     "train.data",           # the document iterator, batches, the fixed validation batches
-    "model.student",        # the block-stack student, its initialisation, growth
-    "model.placement",      # each placement's layer classes
-    "model.layout",         # each placement's norms around the residual adds (the registry placement reads)
+    "model.student",        # the block-stack student and its decoder layer, its initialisation, growth
+    "model.layout",         # each placement's norms around the residual adds (the registry the layer follows)
     "model.family",         # the teacher's decoder classes the student is built from
     "train.teacher",        # loading the teacher (and pretraining the embedded one)
     "train.outputs",        # the weights a phase writes and the next one reads
