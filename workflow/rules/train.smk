@@ -14,12 +14,19 @@
 # directory, a retry fails at once with that exception. The job reads its attempt from the resource
 # `attempt` (Snakemake passes attempt to resources, not to a script); attempt 1 (a fresh run, --forcerun)
 # drops both records and trains (normgrow.train.attempts, docs/cluster.md "Time limits").
+#
+# What every training job reads and is handed, defined once for the rule of a phase alone and the rules of
+# groups (a group's rule names its phases, which Snakemake cannot express as one rule's wildcard outputs).
+TRAIN_INPUTS = {"teacher": teacher_input(), "teacher_check": "results/teacher/check.json",
+                "tokens": "results/data/tokens"}
+TRAIN_PARAMS = {"teacher": teacher_param,
+                "phase_dir": lambda wildcards: PHASE_DIR}  # a function: a string would be formatted with wildcards
+
+
 rule train_phase:
     input:
         previous=lambda wildcards: previous_files(wildcards.key),
-        teacher=teacher_input(),
-        teacher_check="results/teacher/check.json",
-        tokens="results/data/tokens",
+        **TRAIN_INPUTS,
     output:
         **phase_outputs("{key}"),
     wildcard_constraints:
@@ -28,8 +35,7 @@ rule train_phase:
     params:
         phases=lambda wildcards: [wildcards.key],
         snapshots=lambda wildcards: PHASES.snapshots[wildcards.key],  # tracked: a rerun trigger
-        teacher=teacher_param,
-        phase_dir=lambda wildcards: PHASE_DIR,  # a function: a string would be formatted with wildcards
+        **TRAIN_PARAMS,
     threads: config["threads"]
     retries: 3  # after a stop (SIGTERM, a kill) only: see the comment above; no other rule retries
     log:
@@ -52,16 +58,13 @@ for group in GROUPS:
             f"train_group_{group.id}"
         input:
             previous=sorted({f for key in group.keys for f in previous_files(key)}),
-            teacher=teacher_input(),
-            teacher_check="results/teacher/check.json",
-            tokens="results/data/tokens",
+            **TRAIN_INPUTS,
         output:
             [path for key in group.keys for path in phase_outputs(key).values()],
         params:
             phases=list(group.keys),
             snapshots=[PHASES.snapshots[key] for key in group.keys],  # tracked: a rerun trigger
-            teacher=teacher_param,
-            phase_dir=lambda wildcards: PHASE_DIR,
+            **TRAIN_PARAMS,
         threads: config["threads"]
         retries: 3
         log:
