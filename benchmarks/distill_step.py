@@ -272,7 +272,7 @@ def full_step(s: dict, variant: str, ranks):
     global_batch = batch_for(s)
     batch = ranks.rows(global_batch, pad_id=0)
     flops = step_flops(s, teacher, student, batch)  # useful FLOPs: the padded rows' documents, any layout
-    rows = batch.laid_out(0, variant in ("ours-padding-free", "ours-flex"), attention)
+    rows = batch.packed_or_padded(0, variant in ("ours-padding-free", "ours-flex"), attention)
     objective = Objective()
     if variant.startswith("ours"):
         student.activation_checkpointing = s["activation_checkpointing"]

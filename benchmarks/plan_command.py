@@ -1,5 +1,5 @@
 """The plan command's output written into the docs: `python -m normgrow.cli plan ARGS` (memory per
-GPU, GPU-hours by batch layout, wall time on a number of nodes, the critical path, disk), run as a
+GPU, GPU-hours by batch packing, wall time on a number of nodes, the critical path, disk), run as a
 user runs it.
 
     python benchmarks/plan_command.py CONFIG [CONFIG ...] [plan options] [--write DOC]

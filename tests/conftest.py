@@ -276,6 +276,22 @@ def write_phase_inputs(root: Path, seed: int, documents: int, longest: int, vali
     make_teacher().save_pretrained(root / "teacher")
 
 
+RESUMABLE_STEPS, RESUMABLE_EVERY = 12, 3  # the resumable phase's updates and its resume-state interval
+
+
+@pytest.fixture(scope="module")
+def resumable(tmp_path_factory) -> dict:
+    """Phase 0 of a post-norm freeze run (seed 5) of RESUMABLE_STEPS updates, a resume state every
+    RESUMABLE_EVERY and 3 snapshots, as the workflow's job hands it to `normgrow.cli train-phase --job`:
+    {"root": its inputs (and the tests' outputs), "job": the job as JSON, writing to root/out}."""
+    root = tmp_path_factory.mktemp("resumable")
+    write_phase_inputs(root, seed=1, documents=30, longest=12, valid=4)
+    config = tiny_run_config()
+    config["train"].update(phase_steps=RESUMABLE_STEPS, resume_every=RESUMABLE_EVERY, eval_every=4)
+    config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 3}
+    return {"root": root, "job": phase_job(config, "post-freeze", 5, 0, root)}
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> dict:
     """Tokens (train, valid) and a saved tiny teacher for `tiny_run_config`."""

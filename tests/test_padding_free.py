@@ -103,11 +103,11 @@ def test_teacher_and_student_see_each_document_alone(placement):
 
 def test_a_varlen_kernel_reads_the_batch_in_one_row_and_the_others_in_rows_of_its_width():
     batch = padded_batch()
-    assert batch.laid_out(PAD, False, "flex_attention") is batch  # padded unless train.padding_free
-    one = batch.laid_out(PAD, True, "flex_attention")
+    assert batch.packed_or_padded(PAD, False, "flex_attention") is batch  # padded unless train.padding_free
+    one = batch.packed_or_padded(PAD, True, "flex_attention")
     assert one.input_ids.shape == (1, sum(LENGTHS)) and one.attention_mask.all()  # no padding at all
     assert documents(one) == [row[:n].tolist() for row, n in zip(batch.input_ids, LENGTHS, strict=True)]
-    assert torch.equal(batch.laid_out(PAD, True, "sdpa").input_ids, batch.packed(PAD).input_ids)
+    assert torch.equal(batch.packed_or_padded(PAD, True, "sdpa").input_ids, batch.packed(PAD).input_ids)
 
 
 def with_attention(model, implementation: str):
@@ -134,7 +134,7 @@ def test_flex_attention_in_one_row_computes_the_padded_batch(monkeypatch):
     teacher = make_teacher()
     student = BlockStackStudent.from_teacher(teacher, "post", 2, 1, seed=0).eval()
     batch = padded_batch()
-    one = batch.laid_out(PAD, True, "flex_attention")
+    one = batch.packed_or_padded(PAD, True, "flex_attention")
     inputs, one_inputs = LossInputs.of(batch), LossInputs.of(one)
     distillation = Distillation(Objective(), chunk=5)
     with torch.no_grad():

@@ -23,10 +23,10 @@ def fake_tokenizer(texts, add_special_tokens=True):
 
 def test_each_document_is_laid_out_alone_and_padded_with_the_boundary():
     texts = ["a bb ccc dddd eeeee", "ff g"]
-    start = bench.laid_out_batch(fake_tokenizer, texts, BOUNDARY, 4, "start")
+    start = bench.boundary_placed_batch(fake_tokenizer, texts, BOUNDARY, 4, "start")
     assert start.input_ids.tolist() == [[0, 11, 12, 13], [0, 12, 11, 0]]
     assert start.attention_mask.tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
-    end = bench.laid_out_batch(fake_tokenizer, texts, BOUNDARY, 4, "truncated-end")
+    end = bench.boundary_placed_batch(fake_tokenizer, texts, BOUNDARY, 4, "truncated-end")
     assert end.input_ids.tolist() == [[11, 12, 13, 14], [12, 11, 0, 0]]  # the first document loses its boundary
     assert end.attention_mask.tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
 

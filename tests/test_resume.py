@@ -13,26 +13,21 @@ from pathlib import Path
 import pytest
 from conftest import (
     REPO,
+    RESUMABLE_EVERY,
+    RESUMABLE_STEPS,
     only_the_finished_record_remains,
-    phase_job,
     phase_outputs,
-    tiny_run_config,
     with_out,
-    write_phase_inputs,
 )
 
-STEPS, STATE_EVERY = 12, 3
+STEPS, STATE_EVERY = RESUMABLE_STEPS, RESUMABLE_EVERY
 DECLARED = ("student.safetensors", "state.json", "train.csv", "eval.csv")
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("resume")
-    write_phase_inputs(root, seed=1, documents=30, longest=12, valid=4)
-    config = tiny_run_config()
-    config["train"].update(phase_steps=STEPS, resume_every=STATE_EVERY, eval_every=4)
-    config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 3}
-    setup = {"root": root, "job": phase_job(config, "post-freeze", 5, 0, root)}
+def setup(resumable) -> dict:
+    """conftest's resumable phase, trained once without a fault as the reference."""
+    setup = dict(resumable)
     setup["reference"] = train(setup, "reference")
     assert setup["reference"].returncode == 0, setup["reference"].stderr
     return setup

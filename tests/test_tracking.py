@@ -16,23 +16,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, phase_job, tiny_run_config, with_out, write_phase_inputs
+from conftest import REPO, RESUMABLE_EVERY, RESUMABLE_STEPS, with_out
 
 from normgrow.spec.execution import Tracking
 from normgrow.train.tracking import flatten, run_name
 
-STEPS, STATE_EVERY, KILLED_AT = 12, 3, 7  # the state at update 6 is the newest when update 7 is killed
+STEPS, STATE_EVERY = RESUMABLE_STEPS, RESUMABLE_EVERY
+KILLED_AT = 7  # the state at update 6 is the newest when update 7 is killed
 TRAIN_KEYS = ("loss", "ce", "kd", "kd_soft", "lr", "grad_norm")
 EVAL_KEYS = ("ce", "kd", "kd_soft", "ppl")
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("tracking")
-    write_phase_inputs(root, seed=1, documents=30, longest=12, valid=4)
-    config = tiny_run_config()
-    config["train"].update(phase_steps=STEPS, resume_every=STATE_EVERY, eval_every=4)
-    return {"root": root, "job": phase_job(config, "post-freeze", 5, 0, root)}
+def setup(resumable) -> dict:
+    """conftest's resumable phase."""
+    return resumable
 
 
 def train(setup: dict, name: str, log_with: list[str], fault: str | None = None) -> subprocess.CompletedProcess:

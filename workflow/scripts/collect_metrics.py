@@ -1,15 +1,15 @@
 """Gather every phase's evaluations, states and training losses, and every checkpoint's
 diagnostics, into tidy tables under results/metrics/."""
 
-from normgrow.paper.results import collect_diagnostics, collect_phases, collect_transitions, run_layout
+from normgrow.paper.results import collect_diagnostics, collect_phases, collect_transitions, run_phases
 from normgrow.spec.execution import PHASE_FILES
 from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     out = snakemake.output
-    layout = run_layout(snakemake.input.indexes)
-    evals, phases = collect_phases(layout)
-    train_logs = {(e.run, e.seed, e.phase): e.folder / PHASE_FILES["train"] for e in layout}
+    run_phase_list = run_phases(snakemake.input.indexes)
+    evals, phases = collect_phases(run_phase_list)
+    train_logs = {(e.run, e.seed, e.phase): e.folder / PHASE_FILES["train"] for e in run_phase_list}
     transitions = collect_transitions(phases, train_logs)
     rms, removal = collect_diagnostics(snakemake.input.diagnostics)
     frames = {"evals": evals, "phases": phases, "transitions": transitions, "boundary_rms": rms,

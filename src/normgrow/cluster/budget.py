@@ -6,8 +6,8 @@ forward and backward 3× its forward; the teacher's forward once per phase alone
 stream in a group (`resources.train.group_size`, normgrow.spec.curriculum.PhaseTable.groups). Every
 phase counts its updates' documents and its evaluations' validation documents.
 
-**Batch layouts.** What a document costs depends on how its micro-batch (`batch_size / ranks`
-documents, each tokenized alone) is laid out (`per_document`):
+**Batch packings.** What a document costs depends on how its micro-batch (`batch_size / ranks`
+documents, each tokenized alone) is packed (`per_document`):
 - padded: every document padded to its micro-batch's longest (`train.padding_free: false`);
 - packed rows: laid end to end, first fit, in rows as wide as the longest (normgrow.train.data.
   Batch.packed), with a dense document-causal mask: what `train.padding_free: true` runs on `sdpa`
@@ -53,14 +53,14 @@ RESUME_STATES_KEPT = 2  # normgrow.train.resume.ResumeStore's default `keep`
 
 @dataclass(frozen=True)
 class PerDocument:
-    """What one document costs on average under one batch layout: tokens through the matmuls and the
+    """What one document costs on average under one batch packing: tokens through the matmuls and the
     causal-attention term Σ n(n+1)/2 over the rows it is part of (both per document)."""
     tokens: float
     attention: float
 
 
 def per_document(lengths: np.ndarray, micro_batch: int, max_length: int) -> dict[str, PerDocument]:
-    """The layouts (`WAYS`) for documents of `lengths`, read in order in micro-batches of `micro_batch`."""
+    """The packings (`WAYS`) for documents of `lengths`, read in order in micro-batches of `micro_batch`."""
     from normgrow.train.data import first_fit
 
     usable = len(lengths) - len(lengths) % micro_batch
@@ -114,7 +114,7 @@ def matmul_parameters(c) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class PhaseCost:
-    """One phase's FLOPs under one layout: its student's forward and backward, and the teacher's forward
+    """One phase's FLOPs under one packing: its student's forward and backward, and the teacher's forward
     over the same documents (paid once per phase alone, once per group grouped)."""
     student: float
     teacher: float
@@ -222,7 +222,7 @@ def chain_label(table: PhaseTable, keys: tuple[str, ...]) -> str:
 
 
 def config_way(config: dict) -> str:
-    """The layout the config's phases train with (module docstring)."""
+    """The packing the config's phases train with (module docstring)."""
     if not config["train"]["padding_free"]:
         return "padded"
     return "padding-free" if config["student"]["attn_implementation"] in VARLEN_ATTENTION else "packed rows"
@@ -241,8 +241,8 @@ def disk_gb(config: dict, teacher_config, table: PhaseTable, resume_state_gb: fl
 def budget(config: dict, teacher_config, resume_state_gb: float, nodes: list[int], mfu: float = 0.4,
            peak_tflops: float = H100_BF16_TFLOPS, sigma: float = 1.0, samples: int = 200_000,
            mean_tokens: float = PAPER_TOKENS_PER_DOCUMENT) -> dict:
-    """The budget of a validated `config` (module docstring): GPU-hours of each layout, the wall time of
-    the config's own layout on each number of `nodes`, its critical path, and disk (`resume_state_gb`:
+    """The budget of a validated `config` (module docstring): GPU-hours of each packing, the wall time of
+    the config's own packing on each number of `nodes`, its critical path, and disk (`resume_state_gb`:
     one phase's resume state, normgrow.cluster.plan)."""
     cap = config["data"]["max_length"]
     ways = per_document(planned_lengths(sigma, samples, cap, mean=mean_tokens), rank_batch_size(config), cap)
@@ -279,7 +279,7 @@ def format_budget(b: dict) -> str:
                f"{b['mean_tokens']:,.0f} tokens on average, log-normal σ = {b['sigma']:g} (assumed)")
     lines = [f"budget of the {b['phases']} distinct phases in {b['jobs']} training jobs "
              f"(groups of ≤ {b['group_size']}), {assumed}:",
-             "  GPU-hours by batch layout (tokens per document):"]
+             "  GPU-hours by batch packing (tokens per document):"]
     for way, hours in b["gpu_hours"].items():
         mark = "  ← this config" if way == b["way"] else ""
         lines.append(f"    {way:14} {amount(hours):>10} GPU-hours  ({b['tokens_per_document'][way]:,.0f}){mark}")

@@ -177,7 +177,7 @@ def build_export(phase: dict, teacher_config):
 
 def copy_remote_code(out: Path) -> None:
     """The remote code into `out`: NormgrowConfig's and NormgrowForCausalLM's modules and every package
-    module they import, followed import by import (so that the copy tracks the package's own layout),
+    module they import, followed import by import (so that the copy tracks the package's own modules),
     each import of normgrow made relative. Any other use of normgrow is an error here: the copy would
     load only where normgrow is installed."""
     package = Path(__file__).parent

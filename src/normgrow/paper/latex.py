@@ -71,7 +71,7 @@ NUMBER = re.compile(r"(?<![\w.])([-+\u2212]?)(\d+(?:,\d{3})*(?:\.\d+)?)(?:[eE]([
 GREEK = "".join(char for char in MATH if char.isalpha())
 SUBSCRIPT = re.compile(rf"(?<![\w.])([A-Za-z{GREEK}])_([A-Za-z0-9]+)(?!\w)")
 
-# the layout of a table in a one-column article (10pt): widths in pt, estimated from character counts
+# the widths of a table in a one-column article (10pt): widths in pt, estimated from character counts
 LINE_WIDTH = 345.0  # \linewidth
 SHRINK = 0.9  # a tabular is shrunk to as little as this of its width (fit_to_width) rather than split
 SMALL = 0.8  # \footnotesize (8pt) against 10pt

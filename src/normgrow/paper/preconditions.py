@@ -12,7 +12,7 @@ and whether the mechanism the paper names can show in it at all. Each has a thre
   entirely outside, absent; otherwise — one or two seeds, or an interval across a bound — not shown;
 - structural tokens present: every document of the training, validation and diagnostic splits holds
   its document-boundary token (the token metadata's counts; `data.boundary_position` says where). The
-  mechanism is scale on structural tokens; a layout that cuts the boundary away leaves none;
+  mechanism is scale on structural tokens; a boundary position that cuts the boundary away leaves none;
 - kurtosis reachable: the Pearson kurtosis of n values is at most n − 2 + 1/(n − 1); held when that bound
   over the diagnostic batch's real tokens exceeds the paper's > 2,400 (Fig. A1), so the claim can be met;
 - massive activations in the teacher (normgrow.train.probe): the largest max/median token RMS over the

@@ -32,23 +32,23 @@ class RunPhase:
     data_policy: str
 
 
-def run_layout(index_paths: list[Path]) -> list[RunPhase]:
+def run_phases(index_paths: list[Path]) -> list[RunPhase]:
     """Every phase of every run, from the runs' phase indexes (rule run_index), in order: a phase
     shared by several runs appears once per run."""
-    layout = []
+    phases = []
     for path in map(Path, index_paths):
         index = json.loads(path.read_text())
-        layout += [RunPhase(index["run"], index["seed"], e["phase"], Path(e["dir"]), tuple(e["trainable_blocks"]),
+        phases += [RunPhase(index["run"], index["seed"], e["phase"], Path(e["dir"]), tuple(e["trainable_blocks"]),
                             e["data_policy"]) for e in index["phases"]]
-    return layout
+    return phases
 
 
-def collect_phases(layout: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collect_phases(run_phases: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read each phase's state.json and the eval.csv beside it. The curriculum entry (data policy,
     trainable blocks) is the run's own: a shared phase may have been trained under an equivalent
     one (`reset` at phase 0 is `continue`)."""
     eval_frames, phase_rows = [], []
-    for entry in layout:
+    for entry in run_phases:
         record = PhaseRecord.read(entry.folder / PHASE_FILES["state"])
         key = {"run": entry.run, "seed": entry.seed, "phase": entry.phase}
         evals = pd.read_csv(entry.folder / PHASE_FILES["eval"])

@@ -1,7 +1,7 @@
 """Corpus, splits, tokenizer, tokenized documents and the training-document iterator.
 
 Every document is tokenized on its own, its document-boundary token placed as `data.boundary_position`
-says (`layout_document`), cut to `max_length` and never sees another document; batches are
+says (`place_boundary`), cut to `max_length` and never sees another document; batches are
 right-padded to their longest sequence, or with `train.padding_free` each rank's documents are laid
 end to end with attention stopping at document boundaries (`Batch.packed`).
 
@@ -169,7 +169,7 @@ def boundary_id(tokenizer, boundary_token: str) -> int:
 BOUNDARY_POSITIONS = ("start", "end", "both", "truncated-end")
 
 
-def layout_document(ids: list[int], boundary: int, max_length: int, position: str) -> tuple[list[int], bool]:
+def place_boundary(ids: list[int], boundary: int, max_length: int, position: str) -> tuple[list[int], bool]:
     """One document's token ids with its boundary token(s) at `position` (config
     `data.boundary_position`), at most `max_length` tokens; returns (ids, whether text was cut).
 
@@ -193,12 +193,12 @@ def layout_document(ids: list[int], boundary: int, max_length: int, position: st
 
 def tokenize_documents(tokenizer, texts: list[str], boundary: int, max_length: int,
                        position: str = "truncated-end") -> tuple[list[list[int]], int]:
-    """Token ids of every document on its own, laid out by `layout_document`. Returns the sequences
+    """Token ids of every document on its own, its boundary placed by `place_boundary`. Returns the sequences
     and how many documents had text cut."""
     encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
     sequences, truncated = [], 0
     for ids in encoded:
-        ids, cut = layout_document(ids, boundary, max_length, position)
+        ids, cut = place_boundary(ids, boundary, max_length, position)
         truncated += cut
         sequences.append(ids)
     return sequences, truncated
@@ -312,7 +312,7 @@ class Batch:
             positions[r, at:] = torch.arange(width - at, device=device)
         return Batch(ids, mask, positions)
 
-    def laid_out(self, pad_id: int, padding_free: bool, attn_implementation: str) -> Batch:
+    def packed_or_padded(self, pad_id: int, padding_free: bool, attn_implementation: str) -> Batch:
         """The padded batch as a phase reads it: padded, or with `train.padding_free` packed — in one row
         for a varlen attention kernel (VARLEN_ATTENTION), else in rows of the batch's width."""
         return self.packed(pad_id, one_row=attn_implementation in VARLEN_ATTENTION) if padding_free else self

@@ -377,7 +377,8 @@ class GroupTrainer:
         """This rank's rows of `batch` as the students and the teacher read them: padded, or with
         `train.padding_free` laid end to end (Batch.packed; in one row for a varlen attention kernel);
         loss positions, labels and token counts are the same either way."""
-        return self.ranks.rows(batch, self.pad_id).laid_out(self.pad_id, self.padding_free, self.attn_implementation)
+        rows = self.ranks.rows(batch, self.pad_id)
+        return rows.packed_or_padded(self.pad_id, self.padding_free, self.attn_implementation)
 
     def evaluate(self, t: int, live: list[PhaseTrainer]) -> None:
         metrics = evaluate_students([m.student for m in live], [m.distillation.objective for m in live], self.teacher,

@@ -1,9 +1,9 @@
-"""Where a document's boundary token sits (data.boundary_position): every layout keeps the cap, the
+"""Where a document's boundary token sits (data.boundary_position): every position keeps the cap, the
 boundary is never cut away except under truncated-end, and the token metadata counts where it sits."""
 
 import pytest
 
-from normgrow.train.data import BOUNDARY_POSITIONS, layout_document, tokenize_corpus
+from normgrow.train.data import BOUNDARY_POSITIONS, place_boundary, tokenize_corpus
 
 B = 0
 TEXT = [5, 6, 7, 8, 9]
@@ -21,7 +21,7 @@ TEXT = [5, 6, 7, 8, 9]
     ("truncated-end", 6, [5, 6, 7, 8, 9, B], False),
 ])
 def test_layouts(position, cap, expected, cut):
-    assert layout_document(TEXT, B, cap, position) == (expected, cut)
+    assert place_boundary(TEXT, B, cap, position) == (expected, cut)
 
 
 @pytest.mark.parametrize(("position", "boundaries"), [("start", 1), ("end", 1), ("both", 2), ("truncated-end", 1)])
@@ -29,15 +29,15 @@ def test_a_document_exactly_as_long_as_its_room_is_not_cut(position, boundaries)
     """The room is the cap less the boundary tokens: a text that fills it is kept whole and not counted
     as truncated; one token more is cut."""
     cap = len(TEXT) + boundaries
-    laid_out, cut = layout_document(TEXT, B, cap, position)
-    assert not cut and len(laid_out) == cap and [t for t in laid_out if t != B] == TEXT
-    laid_out, cut = layout_document(TEXT, B, cap - 1, position)
-    assert cut and len(laid_out) == cap - 1
+    placed, cut = place_boundary(TEXT, B, cap, position)
+    assert not cut and len(placed) == cap and [t for t in placed if t != B] == TEXT
+    placed, cut = place_boundary(TEXT, B, cap - 1, position)
+    assert cut and len(placed) == cap - 1
 
 
 def test_a_cap_with_no_room_for_text_is_refused_by_name():
     with pytest.raises(ValueError, match="boundary_position 'both'"):
-        layout_document(TEXT, B, 2, "both")
+        place_boundary(TEXT, B, 2, "both")
 
 
 def test_the_schema_offers_exactly_the_layouts():
