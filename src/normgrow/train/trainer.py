@@ -260,9 +260,9 @@ class GroupTrainer:
     def __init__(self, tasks: tuple[PhaseTask, ...], teacher, tokens_dir: Path, ranks: Ranks, log):
         self.teacher, self.ranks, self.log = teacher, ranks, log
         first, execution = tasks[0].spec, tasks[0].execution  # what check_group found equal in every task
-        self.steps, self.eval_every, self.resume_every = first.phase.steps, first.training.eval_every, \
-            execution.resume_every
-        self.loss_chunk, self.padding_free = execution.loss_chunk, execution.padding_free
+        self.steps, self.eval_every = first.phase.steps, first.training.eval_every
+        self.resume_every, self.loss_chunk = execution.resume_every, execution.loss_chunk
+        self.padding_free = execution.padding_free
         self.attn_implementation = first.student["attn_implementation"]
         self.pad_id = json.loads((tokens_dir / "meta.json").read_text())["boundary_id"]
         self.members = []
@@ -291,7 +291,9 @@ class GroupTrainer:
             print(f"{self.label} students on one teacher forward per batch: " +
                   ", ".join(m.label for m in self.members), file=self.log, flush=True)
 
-    def run(self) -> list[dict]:
+    def run(self) -> list[PhaseRecord]:
+        """Train every unfinished student to the phase's end (`step` per update; evaluations, resume states
+        and SIGTERM between updates), then write every phase's outputs; returns their records in order."""
         live = [m for m in self.members if m.progress.step < self.steps]
         start = min((m.progress.step for m in live), default=self.steps)
         sigterm = SigtermFlag()
