@@ -27,7 +27,7 @@ def written_commands() -> list[tuple[str, str]]:
     for doc in [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]:
         text = doc.read_text()
         for command in re.findall(r"`(snakemake [^`]+)`", text) + re.findall(r"^(snakemake .+)$", text, re.M):
-            found.append((doc.name, command))
+            found.append((doc.name, " ".join(command.split())))  # a span wrapped over lines is one command
     for config in sorted((REPO / "configs").glob("*.yaml")):
         for line in config.read_text().splitlines():
             match = re.match(r"#\s+(snakemake .+?)(\s{2,}\(.*)?$", line)
