@@ -83,7 +83,7 @@ def config_shape(files: list[str], teacher_config: str | None = None, **extra) -
     teacher's)."""
     import yaml
 
-    from normgrow.spec.config import merge, rank_batch_size, validate_config
+    from normgrow.design.config import merge, rank_batch_size, validate_config
 
     config: dict = {}
     for name in files:
@@ -261,7 +261,7 @@ def full_step(s: dict, variant: str, ranks):
     the obvious way (`naive`): (step, tokens, flops)."""
     import torch
 
-    from normgrow.spec.curriculum import Training
+    from normgrow.design.curriculum import Training
     from normgrow.train.distributed import shard_student
     from normgrow.train.forward import Distillation, LossInputs
     from normgrow.train.objective import Objective, loss_positions

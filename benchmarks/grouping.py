@@ -99,8 +99,8 @@ def paper_flops(group_size: int) -> dict:
     from distill_step import attention_flops, matmul_params
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from normgrow.spec.config import merge, validate_config
-    from normgrow.spec.curriculum import PhaseTable
+    from normgrow.design.config import merge, validate_config
+    from normgrow.design.curriculum import PhaseTable
 
     config: dict = {}
     for name in ("config.yaml", "configs/paper.yaml"):

@@ -44,9 +44,9 @@ def main(argv: list[str]) -> None:
 
     import yaml
 
-    from normgrow.spec.config import validate_config
-    from normgrow.spec.curriculum import phase_spec, run_phases
-    from normgrow.spec.execution import Execution
+    from normgrow.design.config import validate_config
+    from normgrow.design.curriculum import phase_spec, run_phases
+    from normgrow.design.execution import Execution
     from normgrow.train.trainer import PhaseTask, TrainingJob, train_phases
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())

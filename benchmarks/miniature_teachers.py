@@ -33,7 +33,7 @@ def default_pretrain() -> dict:
     schedule."""
     import yaml
 
-    from normgrow.spec.config import validate_config
+    from normgrow.design.config import validate_config
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
     return validate_config(config)["teacher"]["pretrain"]

@@ -25,7 +25,7 @@ FLOPs follow benchmarks/distill_step.py's formula (2 per matmul parameter per to
 attention 4·A·L·n(n+1)/2 per row of n tokens; the student's forward and backward 3× its forward),
 over every phase of config.yaml + configs/paper.yaml: each update's 64 documents and each
 evaluation's validation documents; the teacher's forward once per phase alone and once per batch
-stream grouped (`--group-size`, normgrow.spec.curriculum.stream_key). GPU-hours assume an MFU (`--mfu`)
+stream grouped (`--group-size`, normgrow.design.curriculum.stream_key). GPU-hours assume an MFU (`--mfu`)
 of the H100's dense bf16 peak: the ratios between the three ways are the measurement, not the hours.
 
 **The length distribution.** The paper states the mean, not the distribution: its Table A2 gives
@@ -67,7 +67,7 @@ from normgrow.cluster.budget import (  # noqa: E402  (the counts: one module, th
 def paper_config() -> dict:
     import yaml
 
-    from normgrow.spec.config import merge, validate_config
+    from normgrow.design.config import merge, validate_config
 
     config: dict = {}
     for name in ("config.yaml", "configs/paper.yaml"):
@@ -142,7 +142,7 @@ def main(argv: list[str]) -> None:
     command = docs_block.checked_command(parser, args, __file__, argv)
     from transformers import AutoConfig
 
-    from normgrow.spec.config import merge, rank_batch_size, validate_config
+    from normgrow.design.config import merge, rank_batch_size, validate_config
 
     config = paper_config()
     teacher_config = AutoConfig.from_pretrained(REPO / "configs" / "teachers" / "qwen3-8b-base")

@@ -18,7 +18,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from normgrow.spec.config import SCHEMA  # noqa: F401 (the package's schema, for the tests)
+from normgrow.design.config import SCHEMA  # noqa: F401 (the package's schema, for the tests)
 from normgrow.train.data import save_tokens, split_corpus
 from normgrow.train.forward import at_positions
 
@@ -203,8 +203,8 @@ def phase_job(config: dict, run: str, seed: int, phase: int, root: Path, previou
     """What `normgrow.cli train-phase --job FILE` reads (normgrow.train.trainer.TrainingJob as JSON): phase
     `phase` of `run` with the execution settings the workflow's job gives it, the teacher and tokens that
     `write_phase_inputs` put under `root`, its output directory set by `with_out`."""
-    from normgrow.spec.curriculum import phase_spec, snapshots_per_phase
-    from normgrow.spec.execution import Execution
+    from normgrow.design.curriculum import phase_spec, snapshots_per_phase
+    from normgrow.design.execution import Execution
     from normgrow.train.trainer import PhaseTask, TrainingJob
 
     task = PhaseTask(phase_spec(config, run, seed, phase),
@@ -238,9 +238,9 @@ def phase_outputs(directory: Path) -> dict:
 
 
 def phase_record(**changes):
-    """A finished phase's record (normgrow.spec.phase_record) of a 2-block post-norm phase, with `changes`."""
-    from normgrow.spec.curriculum import DataPosition
-    from normgrow.spec.phase_record import PhaseRecord
+    """A finished phase's record (normgrow.design.phase_record) of a 2-block post-norm phase, with `changes`."""
+    from normgrow.design.curriculum import DataPosition
+    from normgrow.design.phase_record import PhaseRecord
 
     counters = {"tokens": 64, "unique_tokens": 64, "active_layer_tokens": 256, "steps": 2}
     fields = {"key": "0" * 16, "seed": 1, "phase": 0, "placement": "post", "active_blocks": 2, "active_layers": 4,

@@ -147,8 +147,8 @@ def setup(tmp_path_factory) -> dict:
 
 
 def phase_task(setup: dict, out: Path):
-    from normgrow.spec.curriculum import phase_spec
-    from normgrow.spec.execution import Execution
+    from normgrow.design.curriculum import phase_spec
+    from normgrow.design.execution import Execution
     from normgrow.train.trainer import PhaseTask
 
     config = setup["config"]

@@ -43,7 +43,7 @@ def test_a_cap_with_no_room_for_text_is_refused_by_name():
 def test_the_schema_offers_exactly_the_layouts():
     import yaml
 
-    from normgrow.spec.config import SCHEMA
+    from normgrow.design.config import SCHEMA
 
     data = yaml.safe_load(SCHEMA.read_text())["properties"]["data"]["properties"]
     assert tuple(data["boundary_position"]["enum"]) == BOUNDARY_POSITIONS

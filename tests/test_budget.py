@@ -26,8 +26,8 @@ from normgrow.cluster.budget import (
     training_jobs,
     wall_hours,
 )
+from normgrow.design.config import merge, validate_config
 from normgrow.model.family import PREFIXES
-from normgrow.spec.config import merge, validate_config
 
 QWEN3_8B = REPO / "configs" / "teachers" / "qwen3-8b-base"
 

@@ -10,8 +10,7 @@ import yaml
 from conftest import REPO, SCHEMA
 from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
 
-from normgrow.model.family import PREFIXES
-from normgrow.spec.config import (
+from normgrow.design.config import (
     ConfigError,
     built_runs,
     check_teacher_files,
@@ -21,7 +20,8 @@ from normgrow.spec.config import (
     train_docs_required,
     validate_config,
 )
-from normgrow.spec.curriculum import shard_docs
+from normgrow.design.curriculum import shard_docs
+from normgrow.model.family import PREFIXES
 
 
 def load(path) -> dict:

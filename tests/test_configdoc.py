@@ -1,4 +1,4 @@
-"""docs/configuration.md is generated from the config schema's descriptions (normgrow.spec.configdoc): it is
+"""docs/configuration.md is generated from the config schema's descriptions (normgrow.design.configdoc): it is
 current, every property of the schema has a description, and every key the shipped configs set has a row."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import yaml
 from conftest import REPO, SCHEMA
 
-from normgrow.spec.configdoc import COMMAND, render
+from normgrow.design.configdoc import COMMAND, render
 
 DOC = REPO / "docs" / "configuration.md"
 # Every JSON Schema keyword the schema uses. Anything else is most likely a stray key: in a YAML flow
@@ -17,7 +17,7 @@ DOC = REPO / "docs" / "configuration.md"
 KEYWORDS = {"$schema", "$defs", "$ref", "description", "type", "enum", "const", "default", "properties",
             "additionalProperties", "required", "propertyNames", "minProperties", "items", "minItems", "maxItems",
             "uniqueItems", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern", "if", "then",
-            "else", "kind"}  # kind: science or execution, normgrow.spec.kinds (an annotation JSON Schema ignores)
+            "else", "kind"}  # kind: science or execution, normgrow.design.kinds (an annotation JSON Schema ignores)
 # Keys whose entries are user-chosen names: the reference writes them as `*`.
 MAPS = {"curricula", "runs"}
 
@@ -46,7 +46,7 @@ def rendered() -> str:
 def test_configuration_md_is_current(rendered):
     assert DOC.read_text() == rendered, (
         "docs/configuration.md differs from the schema's descriptions (it is generated; do not edit it by hand): "
-        f"edit src/normgrow/spec/config.schema.yaml if needed, then run `{COMMAND}`")
+        f"edit src/normgrow/design/config.schema.yaml if needed, then run `{COMMAND}`")
 
 
 def test_every_property_has_a_description(schema):
@@ -60,7 +60,7 @@ def test_every_property_has_a_description(schema):
         entry = sub.get("additionalProperties")
         if isinstance(entry, dict) and not str(entry.get("description") or "").strip():
             missing.append(f"{path}/additionalProperties")
-    assert not missing, ("properties without a description in src/normgrow/spec/config.schema.yaml:\n"
+    assert not missing, ("properties without a description in src/normgrow/design/config.schema.yaml:\n"
                          + "\n".join(missing))
 
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from conftest import REPO, SCHEMA, phase_record
 
-from normgrow.spec import curriculum
-from normgrow.spec.config import science_config, validate_config
-from normgrow.spec.curriculum import (
+from normgrow.design import curriculum
+from normgrow.design.config import science_config, validate_config
+from normgrow.design.curriculum import (
     DataPosition,
     PhaseSpec,
     PhaseTable,
@@ -21,7 +21,7 @@ from normgrow.spec.curriculum import (
     run_phases,
     stream_key,
 )
-from normgrow.spec.execution import Execution, Tracking
+from normgrow.design.execution import Execution, Tracking
 
 
 @pytest.fixture
@@ -344,7 +344,7 @@ def test_phases_command_lists_the_phases_trained_by_other_code(capsys, tmp_path,
     """`phases --other-code`: the state.json of each finished phase of the config whose code is not the
     checkout's (to --forcerun them after a code fix); unfinished phases and other directories are left out."""
     from normgrow.cli import main
-    from normgrow.spec.science_code import record
+    from normgrow.design.science_code import record
 
     keys = list(PhaseTable.from_config(validate_config(yaml.safe_load((REPO / "config.yaml").read_text()),
                                                        SCHEMA)).specs)

@@ -17,7 +17,7 @@ import torch
 from conftest import split_in_memory
 from transformers import AutoTokenizer
 
-from normgrow.spec.curriculum import DOCUMENT_ORDER, DataPosition, phase_start_position
+from normgrow.design.curriculum import DOCUMENT_ORDER, DataPosition, phase_start_position
 from normgrow.train import data
 from normgrow.train.data import (
     Batch,
@@ -112,7 +112,7 @@ def test_epoch_permutation_for_the_chosen_seed_is_not_identity():
     assert epoch_permutation(SHARD, SEED + 1, 1).tolist() != perm.tolist()
 
 
-# The document order of each salt the phase keys carry (normgrow.spec.curriculum.DOCUMENT_ORDER): seed
+# The document order of each salt the phase keys carry (normgrow.design.curriculum.DOCUMENT_ORDER): seed
 # SEED's epochs 0..2 of the six-document shard. An order that changes must come with a new salt (and
 # its order pinned here), or results read in another order would keep their keys.
 PINNED_ORDERS = {

@@ -201,8 +201,8 @@ def test_a_group_on_two_ranks_matches_its_phases_alone_and_resumes_after_sigterm
     """Phase 0 of pre- and post-norm grow (one batch stream) as a group of two students on one teacher
     forward, sharded over 2 ranks: each student matches its phase trained alone in one process; the
     group preempted at update 5 resumes on 2 ranks to the same result."""
-    from normgrow.spec.curriculum import phase_spec
-    from normgrow.spec.execution import Execution
+    from normgrow.design.curriculum import phase_spec
+    from normgrow.design.execution import Execution
     from normgrow.train.trainer import PhaseTask, TrainingJob
 
     root, config = setup["root"], copy.deepcopy(setup["config"])

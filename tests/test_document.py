@@ -56,5 +56,5 @@ def test_the_wheel_carries_its_package_data(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(tmp_path), str(source)], check=True, capture_output=True)
     names = zipfile.ZipFile(next(tmp_path.glob("normgrow-*.whl"))).namelist()
-    assert "normgrow/spec/config.schema.yaml" in names and "normgrow/paper/reference.yaml" in names
+    assert "normgrow/design/config.schema.yaml" in names and "normgrow/paper/reference.yaml" in names
     assert "normgrow/paper/report.py" in names

@@ -13,10 +13,10 @@ import torch
 from conftest import REPO, SEED, tiny_run_config, train_alone
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from normgrow.design.curriculum import phase_spec
+from normgrow.design.execution import Execution
 from normgrow.model.family import PREFIXES, attention_kernel, family
 from normgrow.model.student import BlockStackStudent
-from normgrow.spec.curriculum import phase_spec
-from normgrow.spec.execution import Execution
 from normgrow.train.data import TokenStore, collate
 from normgrow.train.diagnostics import diagnose
 from normgrow.train.outputs import student_from_checkpoint

@@ -19,10 +19,10 @@ import pytest
 import yaml
 from conftest import REPO, only_the_finished_record_remains, phase_outputs, tiny_run_config, write_phase_inputs
 
+from normgrow.design.config import validate_config
+from normgrow.design.curriculum import PhaseTable, phase_spec, stream_key
+from normgrow.design.execution import Execution
 from normgrow.model.layout import PLACEMENTS
-from normgrow.spec.config import validate_config
-from normgrow.spec.curriculum import PhaseTable, phase_spec, stream_key
-from normgrow.spec.execution import Execution
 from normgrow.train.trainer import GroupFailed, PhaseTask, TrainingJob, train_phases
 
 STEPS, SEED = 6, 3

@@ -1,4 +1,4 @@
-"""How an appended block starts (normgrow.spec.curriculum.Growth, BlockStackStudent.start_appended and
+"""How an appended block starts (normgrow.design.curriculum.Growth, BlockStackStudent.start_appended and
 its `gate`): each operator's defining property at the append step, for every placement; the
 configuration's refusals; the paper's phases keep their keys; a ramp resumes bit-identically."""
 
@@ -13,10 +13,10 @@ import yaml
 from conftest import REPO, SEED, make_teacher, tiny_run_config, train_alone
 from safetensors.torch import load_file
 
+from normgrow.design.config import ConfigError, validate_config
+from normgrow.design.curriculum import Growth, phase_spec, run_phases
 from normgrow.model.layout import PLACEMENTS
 from normgrow.model.student import ZEROED_OUTPUTS, BlockStackStudent
-from normgrow.spec.config import ConfigError, validate_config
-from normgrow.spec.curriculum import Growth, phase_spec, run_phases
 from normgrow.train.data import Batch
 
 # Where the zero operator leaves the student's function unchanged: where an appended layer's output
@@ -135,7 +135,7 @@ def test_random_keeps_the_papers_keys_and_any_other_operator_changes_them(defaul
 def test_a_ramped_phase_resumes_bit_identically(workspace, monkeypatch):
     """Phase 1 of the tiny freeze run with a 2-update ramp, preempted at update 1 (inside the ramp)
     and resumed: the same weights and losses as uninterrupted — c comes from the update."""
-    from normgrow.spec.execution import Execution
+    from normgrow.design.execution import Execution
     from normgrow.train import trainer
 
     config = tiny_run_config()
@@ -184,7 +184,7 @@ def three_block_config(growth: dict) -> dict:
 
 
 def train_grown(workspace: dict, config: dict, phase: int, out, previous=None) -> None:
-    from normgrow.spec.execution import Execution
+    from normgrow.design.execution import Execution
 
     threads = torch.get_num_threads()
     try:

@@ -1,4 +1,4 @@
-"""Science or execution, declared once in the config schema (normgrow.spec.kinds): every key has a kind, a
+"""Science or execution, declared once in the config schema (normgrow.design.kinds): every key has a kind, a
 key without one is refused, and what the workflow treats as execution follows from the marks."""
 
 import dataclasses
@@ -7,10 +7,10 @@ import pytest
 import yaml
 from conftest import REPO
 
-from normgrow.spec.config import science_config, validate_config
-from normgrow.spec.curriculum import TRAIN_SCIENCE, Training, phase_spec
-from normgrow.spec.execution import TRAIN_EXECUTION, Execution
-from normgrow.spec.kinds import SCHEMA, SchemaKindError, execution_keys, kinds, walk
+from normgrow.design.config import science_config, validate_config
+from normgrow.design.curriculum import TRAIN_SCIENCE, Training, phase_spec
+from normgrow.design.execution import TRAIN_EXECUTION, Execution
+from normgrow.design.kinds import SCHEMA, SchemaKindError, execution_keys, kinds, walk
 
 
 @pytest.fixture

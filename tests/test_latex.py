@@ -10,10 +10,10 @@ import yaml
 from conftest import REPO, TABLE_PACKAGES, compile_tables, latex_errors, overfull_by_table
 from test_tables_claims import fixture, phase_rows, removal_rows, rms_rows, with_controls
 
+from normgrow.design.config import validate_config
 from normgrow.paper.latex import LINE_WIDTH, MATH, TEXT, UnmappedCharacter, latex
 from normgrow.paper.results import Results
 from normgrow.paper.tables import BUILDERS, Table, build_tables
-from normgrow.spec.config import validate_config
 
 
 @pytest.mark.parametrize(("text", "tex"), [

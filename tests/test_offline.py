@@ -76,7 +76,7 @@ LOADS = """
 import json, sys
 import yaml
 from transformers import AutoTokenizer
-from normgrow.spec.config import merge, validate_config
+from normgrow.design.config import merge, validate_config
 from normgrow.train.data import load_corpus
 from normgrow.train.teacher import load_teacher
 

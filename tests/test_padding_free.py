@@ -11,10 +11,10 @@ import torch
 from conftest import SEED, make_teacher, tiny_run_config, train_alone
 from safetensors.torch import load_file
 
+from normgrow.design.curriculum import phase_spec
+from normgrow.design.execution import Execution
 from normgrow.model.layout import PLACEMENTS
 from normgrow.model.student import BlockStackStudent
-from normgrow.spec.curriculum import phase_spec
-from normgrow.spec.execution import Execution
 from normgrow.train.data import Batch
 from normgrow.train.forward import Distillation, LossInputs, at_positions, causal_lm_hidden, positions_and_labels
 from normgrow.train.objective import Objective

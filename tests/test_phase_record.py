@@ -1,4 +1,4 @@
-"""A finished phase's record (normgrow.spec.phase_record): state.json read back as written, older records, and
+"""A finished phase's record (normgrow.design.phase_record): state.json read back as written, older records, and
 files that are not records refused by name. The trainer's own records: tests/test_trainer.py."""
 
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 from conftest import phase_record
 
-from normgrow.spec.curriculum import DataPosition
-from normgrow.spec.phase_record import PhaseRecord, RunPosition
+from normgrow.design.curriculum import DataPosition
+from normgrow.design.phase_record import PhaseRecord, RunPosition
 
 
 def test_a_record_reads_back_as_written_and_gives_where_its_run_stands(tmp_path):

@@ -7,8 +7,8 @@ from conftest import REPO, SCHEMA, make_teacher
 
 from normgrow.cli import main
 from normgrow.cluster.plan import plan, student_parameters, teacher_parameters
+from normgrow.design.config import validate_config
 from normgrow.model.student import BlockStackStudent, count_parameters
-from normgrow.spec.config import validate_config
 
 
 def test_parameter_formula_matches_built_models(teacher):

@@ -86,8 +86,8 @@ def test_renaming_every_run_changes_no_table_or_verdict(ci_workdir, tmp_path):
     from conftest import REPO
 
     from normgrow.cli import read_configs
+    from normgrow.design.config import science_config
     from normgrow.paper.report import build_paper
-    from normgrow.spec.config import science_config
 
     config = science_config(read_configs([REPO / "config.yaml", REPO / "configs" / "ci.yaml"]))
     results = ci_workdir / "results"

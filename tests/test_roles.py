@@ -33,8 +33,8 @@ def test_runs_under_other_operators_have_their_own_roles():
     import yaml
     from conftest import REPO
 
+    from normgrow.design.config import validate_config
     from normgrow.paper.roles import run_roles
-    from normgrow.spec.config import validate_config
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["curricula"]["grow-zero"] = [{"active_blocks": 1}, {"active_blocks": 2, "growth": {"operator": "zero"}},

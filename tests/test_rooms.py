@@ -61,13 +61,13 @@ def room_modules(room: str) -> list[str]:
 
 
 def test_the_torch_free_rooms_import_no_torch():
-    """Every module of normgrow.spec and normgrow.paper (what the DAG and the analysis import), the cluster
+    """Every module of normgrow.design and normgrow.paper (what the DAG and the analysis import), the cluster
     plan and pre-flight, the model room's registry of placements (read by the schematics), its supported
     families (read by the DAG's teacher check) and the thread settings the Snakefile imports before torch
     load without torch or transformers."""
-    spec, paper = room_modules("spec"), room_modules("paper")
-    assert "normgrow.spec.curriculum" in spec and "normgrow.paper.calibration" in paper
-    assert heavy_imports(*spec, *paper, "normgrow.cluster.plan", "normgrow.cluster.preflight",
+    design, paper = room_modules("design"), room_modules("paper")
+    assert "normgrow.design.curriculum" in design and "normgrow.paper.calibration" in paper
+    assert heavy_imports(*design, *paper, "normgrow.cluster.plan", "normgrow.cluster.preflight",
                          "normgrow.model.layout", "normgrow.model.family", "normgrow.train.threads") == []
 
 

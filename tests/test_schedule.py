@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from normgrow.spec.schedule import lr_at, warmup_steps
+from normgrow.design.schedule import lr_at, warmup_steps
 
 PEAK, MINIMUM = 1e-4, 1e-6
 

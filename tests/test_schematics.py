@@ -10,12 +10,12 @@ import pytest
 import yaml
 from conftest import REPO
 
+from normgrow.design.config import science_config, validate_config
 from normgrow.model.layout import LAYOUTS, SUBLAYERS, boundary
 from normgrow.paper import schematics
 from normgrow.paper.document import Figure, Heading
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.report import report_document
-from normgrow.spec.config import science_config, validate_config
 
 
 # ---------------------------------------------------------------- Fig. 1's data: each layer kind's layout

@@ -1,4 +1,4 @@
-"""Which code trained a phase (normgrow.spec.science_code): the digest follows the phase modules and nothing
+"""Which code trained a phase (normgrow.design.science_code): the digest follows the phase modules and nothing
 else, every module a training job imports is classified, a resumed phase lists every code that trained
 it, and the report warns when its phases come from other code than the checkout's."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 from conftest import REPO, phase_record
 
+from normgrow.design import science_code
+from normgrow.design.curriculum import DataPosition
 from normgrow.paper.provenance import code_warning, phase_code
 from normgrow.paper.report import report_provenance
 from normgrow.paper.results import RunPhase, collect_phases, read_metric
-from normgrow.spec import science_code
-from normgrow.spec.curriculum import DataPosition
 
 PACKAGE = Path(science_code.__file__).parents[1]  # src/normgrow
 
@@ -48,7 +48,7 @@ def normgrow_imports(path: Path) -> set[str]:
 
 
 def test_every_module_a_training_job_imports_is_phase_code_or_execution_only():
-    """A module the trainer starts to import must be classified, in normgrow.spec.science_code, before the
+    """A module the trainer starts to import must be classified, in normgrow.design.science_code, before the
     digest can be trusted to follow the code that decides a phase's numbers."""
     seen, todo = set(), sorted(normgrow_imports(REPO / "workflow" / "scripts" / "train_phase.py"))
     while todo:
@@ -59,9 +59,9 @@ def test_every_module_a_training_job_imports_is_phase_code_or_execution_only():
     phase, execution = set(science_code.PHASE_MODULES), set(science_code.EXECUTION_ONLY)
     assert not phase & execution
     assert all((PACKAGE / f"{name.replace('.', '/')}.py").is_file() for name in phase | execution)
-    assert seen - {"spec.science_code"} <= phase | execution, seen - phase - execution
+    assert seen - {"design.science_code"} <= phase | execution, seen - phase - execution
     assert {"train.trainer", "train.objective", "train.forward", "model.student", "train.data",
-            "spec.curriculum"} <= phase
+            "design.curriculum"} <= phase
 
 
 def test_a_resumed_phase_lists_every_code_that_trained_it():

@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from conftest import make_teacher, student_logits
 
+from normgrow.design.curriculum import Training
 from normgrow.model.layout import LAYOUTS, PLACEMENTS, layer_kinds
 from normgrow.model.student import BlockStackStudent, count_parameters
-from normgrow.spec.curriculum import Training
 from normgrow.train.data import collate
 from normgrow.train.forward import causal_lm_logits, positions_and_labels
 from normgrow.train.objective import Objective

@@ -15,7 +15,7 @@ from transformers import Qwen3Config
 from normgrow.cli import main
 from normgrow.cluster.plan import plan
 from normgrow.cluster.trace import GiB, Shape, trace_one_gpu, trace_training
-from normgrow.spec.config import validate_config
+from normgrow.design.config import validate_config
 
 REDUCED = {"train": {"precision": "bfloat16", "activation_checkpointing": True, "loss_chunk": 64, "batch_size": 8},
            "teacher": {"dtype": "bfloat16"}, "data": {"max_length": 256, "diag_docs": 2, "diag_max_length": 256}}

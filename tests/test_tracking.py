@@ -18,7 +18,7 @@ import pytest
 import yaml
 from conftest import REPO, RESUMABLE_EVERY, RESUMABLE_STEPS, with_out
 
-from normgrow.spec.execution import Tracking
+from normgrow.design.execution import Tracking
 from normgrow.train.tracking import flatten, run_name
 
 STEPS, STATE_EVERY = RESUMABLE_STEPS, RESUMABLE_EVERY
@@ -143,7 +143,7 @@ def test_tracking_off_writes_nothing(setup):
 def test_the_schema_offers_accelerates_trackers():
     from accelerate.tracking import LOGGER_TYPE_TO_CLASS
 
-    schema = yaml.safe_load((REPO / "src" / "normgrow" / "spec" / "config.schema.yaml").read_text())
+    schema = yaml.safe_load((REPO / "src" / "normgrow" / "design" / "config.schema.yaml").read_text())
     section = schema["properties"]["tracking"]
     assert section["kind"] == "execution"
     assert set(section["properties"]["log_with"]["items"]["enum"]) == set(LOGGER_TYPE_TO_CLASS)
@@ -162,8 +162,8 @@ def test_the_ci_run_tracks_every_phase_and_the_teacher_in_tensorboard(ci_workdir
     """The CI configuration run end to end (tracking at its default, TensorBoard): every phase's event
     files hold its train.csv and eval.csv, under the name of the first run sharing it; the teacher's
     pretraining logged every update."""
-    from normgrow.spec.config import merge, validate_config
-    from normgrow.spec.curriculum import PhaseTable
+    from normgrow.design.config import merge, validate_config
+    from normgrow.design.curriculum import PhaseTable
 
     config = merge(yaml.safe_load((REPO / "config.yaml").read_text()),
                    yaml.safe_load((REPO / "configs" / "ci.yaml").read_text()))

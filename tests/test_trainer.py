@@ -13,11 +13,11 @@ import torch
 from conftest import BATCH, LAYERS_PER_BLOCK, SEED, STEPS, tiny_run_config, train_alone
 from safetensors.torch import load_file
 
+from normgrow.design.curriculum import Training, phase_spec
+from normgrow.design.execution import Execution
+from normgrow.design.phase_record import PhaseRecord
+from normgrow.design.schedule import lr_at
 from normgrow.model.student import BlockStackStudent
-from normgrow.spec.curriculum import Training, phase_spec
-from normgrow.spec.execution import Execution
-from normgrow.spec.phase_record import PhaseRecord
-from normgrow.spec.schedule import lr_at
 from normgrow.train.data import collate, epoch_permutation
 from normgrow.train.objective import Objective, loss_positions, next_token_labels
 from normgrow.train.trainer import build_optimizer, optimizer_step
@@ -177,8 +177,8 @@ def test_eval_rows_and_lr(freeze_run):
 
 def test_each_phase_records_the_code_that_trained_it(freeze_run):
     """state.json names the science code digest and the torch and transformers versions
-    (normgrow.spec.science_code): a phase reused after a code change can be told from a retrained one."""
-    from normgrow.spec.science_code import record
+    (normgrow.design.science_code): a phase reused after a code change can be told from a retrained one."""
+    from normgrow.design.science_code import record
 
     for out in freeze_run:
         assert json.loads((out / "state.json").read_text())["code"] == [record()]
@@ -189,7 +189,7 @@ def test_a_phase_finished_by_an_earlier_job_keeps_the_code_that_trained_it(works
     """A phase preempted at its last update keeps its final resume state; the job that writes its outputs
     later, under other code, trains nothing: state.json names the code that trained it, not the code
     that only wrote it out."""
-    from normgrow.spec import science_code
+    from normgrow.design import science_code
     from normgrow.train.trainer import Preempted
 
     config = tiny_run_config()
@@ -272,11 +272,11 @@ def test_a_phase_alone_stops_with_its_own_error_on_a_non_finite_loss(workspace, 
 def test_a_phase_alone_frees_the_teachers_hidden_states_before_backward(workspace, monkeypatch):
     """A phase alone runs the teacher inside its student's step: the teacher's hidden states are gone once the
     student's forward has used them, before its backward; a group shares one teacher forward, held through
-    every student's backward. The trainer, the memory trace and the plan ask one rule (normgrow.spec.execution)."""
+    every student's backward. The trainer, the memory trace and the plan ask one rule (normgrow.design.execution)."""
     import gc
     import weakref
 
-    from normgrow.spec.execution import shares_teacher_forward
+    from normgrow.design.execution import shares_teacher_forward
     from normgrow.train import forward
 
     assert not shares_teacher_forward(1) and shares_teacher_forward(2)

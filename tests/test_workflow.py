@@ -21,8 +21,8 @@ import pytest
 import yaml
 from conftest import REPO
 
-from normgrow.spec.config import merge, validate_config
-from normgrow.spec.curriculum import PhaseTable
+from normgrow.design.config import merge, validate_config
+from normgrow.design.curriculum import PhaseTable
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 CI = REPO / "configs" / "ci.yaml"
@@ -235,7 +235,7 @@ def test_the_site_template_through_the_slurm_profile_gives_each_job_its_partitio
 def test_group_jobs_through_the_slurm_profile_ask_for_their_students_memory_and_runtime(tmp_path):
     """With resources.train.group_size: 2, each group of the paper DAG is one cluster job
     (train_group_{id}) on a phase's GPUs and CPUs per GPU, asking for its students × the phase's
-    mem_mb and runtime (normgrow.spec.config.job_resources; the GPU memory is the trace's, docs/cluster.md)."""
+    mem_mb and runtime (normgrow.design.config.job_resources; the GPU memory is the trace's, docs/cluster.md)."""
     groups_yaml = tmp_path / "groups.yaml"
     groups_yaml.write_text("resources:\n  train: {group_size: 2}\n")
     paper = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
@@ -309,7 +309,7 @@ def test_config_error_is_one_clear_line(tmp_path):
 
 
 def test_an_unsupported_local_teacher_fails_the_dry_run_naming_the_key(tmp_path):
-    """normgrow.spec.config.check_teacher_files, wired into the DAG: the teacher's family refused by `snakemake -n`,
+    """normgrow.design.config.check_teacher_files, wired into the DAG: the teacher's family refused by `snakemake -n`,
     not by every phase job after the data preparation (issue 46)."""
     teacher = tmp_path / "teacher"
     teacher.mkdir()

@@ -15,7 +15,7 @@ import yaml
 sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.paper.comparison import CELLS, Selection  # noqa: E402
 from normgrow.paper.roles import run_roles  # noqa: E402
-from normgrow.spec.config import merge  # noqa: E402
+from normgrow.design.config import merge  # noqa: E402
 
 # configs/comparison.yaml, under what --configfile or --config set (merged, as the workflow's config.yaml)
 with open(os.path.join(workflow.basedir, "..", "configs", "comparison.yaml")) as f:

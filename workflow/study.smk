@@ -14,7 +14,7 @@ import yaml
 sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.paper.roles import run_roles  # noqa: E402
 from normgrow.paper.study_plan import StudyPlan  # noqa: E402
-from normgrow.spec.schedule import warmup_steps  # noqa: E402
+from normgrow.design.schedule import warmup_steps  # noqa: E402
 
 if "study" not in config:  # the seeds × width study, unless --configfile names another
     with open(os.path.join(workflow.basedir, "..", "configs", "study.yaml")) as f:

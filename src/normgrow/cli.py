@@ -9,7 +9,7 @@
 - `python -m normgrow.cli phases config.yaml [more.yaml ...]` prints where every phase of every run
   is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase; with
   `--other-code`, only the state.json of each finished phase trained by code other than this checkout's
-  (normgrow.spec.science_code), to `--forcerun` them after a code fix;
+  (normgrow.design.science_code), to `--forcerun` them after a code fix;
 - `python -m normgrow.cli preflight config.yaml configs/paper.yaml` compares the jobs' resources
   with the nodes `sinfo` reports, before anything is submitted (normgrow.cluster.preflight);
 - `python -m normgrow.cli trace config.yaml configs/paper.yaml --gpus 8 --gpu-gb 80` runs the
@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from normgrow.cluster.budget import H100_BF16_TFLOPS, PAPER_TOKENS_PER_DOCUMENT
-from normgrow.spec.execution import PHASE_FILES
+from normgrow.design.execution import PHASE_FILES
 from normgrow.train import threads  # noqa: F401  (before torch: OpenMP's spin, normgrow.train.threads)
 from normgrow.train.trainer import Preempted, TrainingJob, train_phases
 
@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     phases.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     phases.add_argument("--other-code", action="store_true",
                         help="print only the state.json of each finished phase (under the working directory's "
-                             "results/phases) trained by code other than this checkout's (normgrow.spec.science_code)")
+                             "results/phases) trained by code other than this checkout's "
+                             "(normgrow.design.science_code)")
     preflight = commands.add_parser("preflight", help="do the jobs' resources fit the cluster's nodes (sinfo)?")
     preflight.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     trace = commands.add_parser("trace", help="peak GPU memory of the training step and the one-GPU jobs, traced "
@@ -114,7 +115,7 @@ def read_configs(paths: list[Path]) -> dict:
     """Config files merged in order and validated, as the workflow sees them."""
     import yaml
 
-    from normgrow.spec.config import merge, validate_config
+    from normgrow.design.config import merge, validate_config
 
     config: dict = {}
     for path in paths:
@@ -123,12 +124,12 @@ def read_configs(paths: list[Path]) -> dict:
 
 
 def print_phases(args) -> int:
-    from normgrow.spec.curriculum import PhaseTable
+    from normgrow.design.curriculum import PhaseTable
 
     table = PhaseTable.from_config(read_configs(args.configs))
     if args.other_code:
-        from normgrow.spec.phase_record import PhaseRecord
-        from normgrow.spec.science_code import digest, trained_by_other_code
+        from normgrow.design.phase_record import PhaseRecord
+        from normgrow.design.science_code import digest, trained_by_other_code
 
         current = digest()
         for key in table.specs:
@@ -204,7 +205,7 @@ def print_export(args) -> int:
 
 def print_trace(args) -> int:
     from normgrow.cluster.trace import Untraceable, format_trace, trace
-    from normgrow.spec.config import training_ranks
+    from normgrow.design.config import training_ranks
 
     config = read_configs(args.configs)
     try:

@@ -1,12 +1,12 @@
 # Helpers shared by all rule files (config validation, the distinct phases, input functions).
-# Settings, one house convention: science (the schema's keys of kind `science`, normgrow.spec.kinds)
+# Settings, one house convention: science (the schema's keys of kind `science`, normgrow.design.kinds)
 # reaches a job through its params or inputs, so that changing it reruns the job; execution settings
 # (kind `execution`: threads, resources, train.resume_every, train.loss_chunk, ...) are read by the job
 # from `snakemake.config`, so that changing them reruns nothing.
 from normgrow.model.family import PREFIXES as FAMILIES  # torch-free: the supported decoder families
 from normgrow.paper.items import ITEMS, report_items
-from normgrow.spec import science_code
-from normgrow.spec.config import (
+from normgrow.design import science_code
+from normgrow.design.config import (
     built_runs,
     check_teacher_files,
     job_resources,
@@ -17,7 +17,7 @@ from normgrow.spec.config import (
     train_docs_required,
     validate_config,
 )
-from normgrow.spec.curriculum import (
+from normgrow.design.curriculum import (
     DOCUMENT_ORDER,
     KEY_LENGTH,
     TRAIN_SCIENCE,
@@ -26,19 +26,19 @@ from normgrow.spec.curriculum import (
     run_phases,
     snapshot_steps,
 )
-from normgrow.spec.execution import PHASE_FILES, SNAPSHOTS_DIR
+from normgrow.design.execution import PHASE_FILES, SNAPSHOTS_DIR
 
-validate_config(config)  # the schema is package data: normgrow/spec/config.schema.yaml
+validate_config(config)  # the schema is package data: normgrow/design/config.schema.yaml
 # A teacher whose files are readable now (a local directory, the hub cache): its family and, with its own
 # tokenizer, the boundary token checked before any job runs (otherwise every phase job fails on them).
 check_teacher_files(config, supported=FAMILIES)
 
 RUNS = built_runs(config)
 SEEDS = [str(s) for s in config["seeds"]]
-# Every distinct phase, trained once under results/phases/{key}/ (normgrow.spec.curriculum).
+# Every distinct phase, trained once under results/phases/{key}/ (normgrow.design.curriculum).
 PHASES = PhaseTable.from_config(config)
 PHASE_DIR = "results/phases/{key}"
-KEY_PATTERN = f"[0-9a-f]{{{KEY_LENGTH}}}"  # a phase key (normgrow.spec.curriculum.PhaseSpec.key)
+KEY_PATTERN = f"[0-9a-f]{{{KEY_LENGTH}}}"  # a phase key (normgrow.design.curriculum.PhaseSpec.key)
 RUN_INDEX = "results/runs/{run}/seed{seed}/phases.json"
 
 
@@ -78,7 +78,7 @@ GROUPED = [key for group in GROUPS for key in group.keys]
 
 
 def phase_outputs(key):
-    """A phase's declared outputs, by name: normgrow.spec.execution's PHASE_FILES and its snapshots directory
+    """A phase's declared outputs, by name: normgrow.design.execution's PHASE_FILES and its snapshots directory
     (its resume states and the ranks' arguments are the job's own state, not outputs: RESUME_DIR, JOB_FILE)."""
     folder = PHASE_DIR.format(key=key)
     return {**{name: f"{folder}/{file}" for name, file in PHASE_FILES.items()},

@@ -66,7 +66,7 @@ rule paper:
         config=science_config(config),  # execution settings rebuild nothing
         captions=report_items(),  # the report's captions (workflow/report/tables.rst, figures.rst)
         metrics=METRIC_TABLES,
-        # this checkout's science code (normgrow.spec.science_code): after a code change the report is rebuilt
+        # this checkout's science code (normgrow.design.science_code): after a code change the report is rebuilt
         # and warns that its phases, reused by key, come from other code (it retrains nothing)
         code=science_code.digest(),
     log:

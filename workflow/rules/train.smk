@@ -1,9 +1,9 @@
-# Each distinct phase (normgrow.spec.curriculum.PhaseSpec) trains once, in a directory named by its key;
+# Each distinct phase (normgrow.design.curriculum.PhaseSpec) trains once, in a directory named by its key;
 # every run whose curriculum starts with it reads it there. Only the key (what determines the result)
 # and the snapshots kept are tracked: execution settings (threads, ranks, train.resume_every,
 # train.loss_chunk, ...) are read from the config by the job and rerun nothing.
 #
-# Phases that read one batch stream (normgrow.spec.curriculum.stream_key) train side by side in one job
+# Phases that read one batch stream (normgrow.design.curriculum.stream_key) train side by side in one job
 # when resources.train.group_size > 1: one teacher forward per batch for all of them (a rule
 # train_group_{id} per group, below). Their outputs are bit-identical either way.
 #

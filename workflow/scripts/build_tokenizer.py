@@ -1,6 +1,6 @@
 """Train the byte-level BPE tokenizer on the training split, or take the teacher's tokenizer."""
 
-from normgrow.spec.logs import job_log
+from normgrow.design.logs import job_log
 from normgrow.train.data import boundary_id, read_texts, train_tokenizer
 
 with job_log(snakemake.log[0]):

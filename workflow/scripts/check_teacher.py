@@ -6,8 +6,8 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from normgrow.spec.config import rank_batch_size
-from normgrow.spec.logs import job_log
+from normgrow.design.config import rank_batch_size
+from normgrow.design.logs import job_log
 from normgrow.train.data import TokenStore
 from normgrow.train.distributed import default_device
 from normgrow.train.teacher import check_teacher, load_teacher

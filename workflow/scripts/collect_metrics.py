@@ -1,9 +1,9 @@
 """Gather every phase's evaluations, states and training losses, and every checkpoint's
 diagnostics, into tidy tables under results/metrics/."""
 
+from normgrow.design.execution import PHASE_FILES
+from normgrow.design.logs import job_log
 from normgrow.paper.results import collect_diagnostics, collect_phases, collect_transitions, run_phases
-from normgrow.spec.execution import PHASE_FILES
-from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     out = snakemake.output

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from normgrow.design.logs import job_log
 from normgrow.paper.comparison import Selection, comparison_markdown, confirmatory, final_ce
-from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     p = snakemake.params

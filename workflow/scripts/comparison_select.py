@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from normgrow.design.logs import job_log
 from normgrow.paper.comparison import final_ce, select, tuning_markdown
-from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     if snakemake.input.kept:  # comparison.tuning: a kept tuning's per-seed final CE

@@ -4,8 +4,8 @@ read) and a manifest."""
 import json
 from pathlib import Path
 
-from normgrow.spec.config import built_runs, train_docs_required
-from normgrow.spec.logs import job_log
+from normgrow.design.config import built_runs, train_docs_required
+from normgrow.design.logs import job_log
 from normgrow.train.data import load_corpus, split_corpus
 
 with job_log(snakemake.log[0]):

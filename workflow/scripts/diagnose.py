@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig
 
-from normgrow.spec.logs import job_log
+from normgrow.design.logs import job_log
 from normgrow.train.data import Batch, TokenStore, collate
 from normgrow.train.diagnostics import diagnose
 from normgrow.train.distributed import default_device

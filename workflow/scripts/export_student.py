@@ -4,8 +4,8 @@ with the workflow's tokenizer (normgrow.model.export)."""
 import json
 from pathlib import Path
 
+from normgrow.design.logs import job_log
 from normgrow.model.export import export_phase
-from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     teacher = snakemake.params.teacher

@@ -4,7 +4,7 @@ checkpoint (without the per-token RMS lists), bundled for normgrow.paper.formati
 import json
 from pathlib import Path
 
-from normgrow.spec.logs import job_log
+from normgrow.design.logs import job_log
 
 with job_log(snakemake.log[0]):
     snapshots = snakemake.input.teacher_snapshots

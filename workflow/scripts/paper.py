@@ -3,8 +3,8 @@
 import json
 from pathlib import Path
 
+from normgrow.design.logs import job_log
 from normgrow.paper.report import build_paper
-from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     i = snakemake.input

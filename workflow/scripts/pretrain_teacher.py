@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from normgrow.spec.execution import Tracking
-from normgrow.spec.logs import job_log
+from normgrow.design.execution import Tracking
+from normgrow.design.logs import job_log
 from normgrow.train.data import TokenStore
 from normgrow.train.distributed import default_device
 from normgrow.train.teacher import pretrain_teacher, save_teacher

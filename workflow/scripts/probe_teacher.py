@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from normgrow.spec.logs import job_log
+from normgrow.design.logs import job_log
 from normgrow.train.data import TokenStore, fixed_batches
 from normgrow.train.distributed import default_device
 from normgrow.train.probe import massive_activations

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 
+from normgrow.design.logs import job_log
 from normgrow.paper.document import to_html
 from normgrow.paper.provenance import installed, provenance_document, system
-from normgrow.spec.logs import job_log
 
 HEADER = ("# The resolved configuration of this run (config.yaml, every --configfile and --config merged).\n"
           "# Rerun it with: snakemake --cores 2 results/paper --configfile results/provenance/config.yaml\n")

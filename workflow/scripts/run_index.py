@@ -4,7 +4,7 @@
 import json
 from pathlib import Path
 
-from normgrow.spec.logs import job_log
+from normgrow.design.logs import job_log
 
 with job_log(snakemake.log[0]):
     index = Path(snakemake.output[0])

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from normgrow.design.logs import job_log
 from normgrow.paper.calibration import draw, markdown, seed_rows, summarise
-from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     p = snakemake.params

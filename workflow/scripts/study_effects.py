@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pandas as pd
 
 from normgrow.cluster.plan import student_parameters
+from normgrow.design.logs import job_log
 from normgrow.paper.study import draw, markdown, scale_effects, seed_effects, tokens_per_parameter
-from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     frames = []

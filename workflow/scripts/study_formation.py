@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from normgrow.design.logs import job_log
 from normgrow.paper.formation import draw, formation_rows, markdown, summary
-from normgrow.spec.logs import job_log
 
 with job_log(snakemake.log[0]):
     rows = pd.concat([formation_rows(scale, json.loads(Path(path).read_text()))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from normgrow.spec.logs import job_log
+from normgrow.design.logs import job_log
 from normgrow.train.data import boundary_id, read_texts, save_tokens, sha256_of, tokenize_corpus
 
 with job_log(snakemake.log[0]):

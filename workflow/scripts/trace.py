@@ -6,11 +6,11 @@ from pathlib import Path
 from transformers import AutoConfig
 
 from normgrow.cluster.trace import format_trace, trace
-from normgrow.spec.config import training_ranks
-from normgrow.spec.logs import job_log
+from normgrow.design.config import training_ranks
+from normgrow.design.logs import job_log
 
 with job_log(snakemake.log[0]):
-    # science from the rule's params (normgrow.spec.kinds), execution settings from the config
+    # science from the rule's params (normgrow.design.kinds), execution settings from the config
     config, science = snakemake.config, snakemake.params
     config = {**config, "student": science.student, "objective": science.objective,
               "teacher": {**config["teacher"], "dtype": science.dtype}, "data": {**config["data"], **science.data},

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 from normgrow.cluster.launch import launch_phases
-from normgrow.spec.config import launch_ranks
-from normgrow.spec.curriculum import PhaseTable
-from normgrow.spec.execution import Execution
-from normgrow.spec.logs import job_log
+from normgrow.design.config import launch_ranks
+from normgrow.design.curriculum import PhaseTable
+from normgrow.design.execution import Execution
+from normgrow.design.logs import job_log
 from normgrow.train.tracking import run_name
 from normgrow.train.trainer import PhaseTask, TrainingJob
 

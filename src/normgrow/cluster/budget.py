@@ -3,7 +3,7 @@
 **Compute.** FLOPs as benchmarks/distill_step.py counts them: 2 per matmul parameter per token,
 causal attention 4·A·L·n(n+1)/2 per row of n tokens (A = heads × head dim, L layers); a student's
 forward and backward 3× its forward; the teacher's forward once per phase alone, once per batch
-stream in a group (`resources.train.group_size`, normgrow.spec.curriculum.PhaseTable.groups). Every
+stream in a group (`resources.train.group_size`, normgrow.design.curriculum.PhaseTable.groups). Every
 phase counts its updates' documents and its evaluations' validation documents.
 
 **Batch packings.** What a document costs depends on how its micro-batch (`batch_size / ranks`
@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from normgrow.cluster.plan import student_parameters
-from normgrow.spec.config import VARLEN_ATTENTION, rank_batch_size, training_ranks
-from normgrow.spec.curriculum import PhaseTable, snapshot_steps
+from normgrow.design.config import VARLEN_ATTENTION, rank_batch_size, training_ranks
+from normgrow.design.curriculum import PhaseTable, snapshot_steps
 
 PAPER_TOKENS_PER_DOCUMENT = 3.11e9 / (50_000 * 64)  # Table A2 (joint-50k): tokens per phase / documents per phase
 H100_BF16_TFLOPS = 989.4  # dense bf16 peak of an H100 SXM (an H200's is the same)

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 
-from normgrow.spec.execution import JOB_FILE
+from normgrow.design.execution import JOB_FILE
 from normgrow.train.attempts import begin_attempt
 from normgrow.train.trainer import Preempted, TrainingJob, train_phases
 

@@ -40,7 +40,7 @@ Tokens per phase are an upper bound: steps × batch × max length (documents are
 
 from __future__ import annotations
 
-from normgrow.spec.execution import shares_teacher_forward
+from normgrow.design.execution import shares_teacher_forward
 
 GB = 1e9
 WRITE_GB_PER_S = 1.0  # an assumed file system rate, for the resume state's save time only

@@ -48,9 +48,9 @@ from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed.tensor import DTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from normgrow.spec.config import VARLEN_ATTENTION
-from normgrow.spec.curriculum import Training
-from normgrow.spec.execution import shares_teacher_forward
+from normgrow.design.config import VARLEN_ATTENTION
+from normgrow.design.curriculum import Training
+from normgrow.design.execution import shares_teacher_forward
 from normgrow.train.data import Batch
 from normgrow.train.distributed import Ranks, shard_student
 from normgrow.train.objective import Objective

@@ -29,11 +29,11 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from normgrow.design.execution import PHASE_FILES
+from normgrow.design.phase_record import PhaseRecord
 from normgrow.model.family import family
 from normgrow.model.layout import layer_kinds
 from normgrow.model.student import BlockStackStudent, student_config
-from normgrow.spec.execution import PHASE_FILES
-from normgrow.spec.phase_record import PhaseRecord
 
 BLOCK = re.compile(r"blocks\.(\d+)\.(\d+)\.")
 # The remote code of a non-pre-norm export: these package modules and the package modules they import,

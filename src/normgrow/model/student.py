@@ -242,7 +242,7 @@ class BlockStackStudent(nn.Module):
                 layer.scale_init_()
 
     def start_appended(self, blocks: tuple[int, ...], growth) -> None:
-        """Apply `growth`'s operator (normgrow.spec.curriculum.Growth) to the appended `blocks` at the
+        """Apply `growth`'s operator (normgrow.design.curriculum.Growth) to the appended `blocks` at the
         append step: `copy` (and `zero` from a copy) loads the block before into each, in order;
         `zero` then zeroes each layer's attention output and MLP down projections. `random` and
         `ramp` change no weight (the ramp is the forward's `gate` argument)."""

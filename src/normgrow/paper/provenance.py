@@ -1,5 +1,5 @@
 """What ran: the git commit of the workflow's checkout, the installed software, and the code that
-trained each phase (normgrow.spec.science_code, as results.code_columns collects it). The report (index.html,
+trained each phase (normgrow.design.science_code, as results.code_columns collects it). The report (index.html,
 report.md) shows the key packages and warns when its phases come from other code; rule `provenance`
 writes every distribution and the resolved configuration for `snakemake --report` (results/provenance/)."""
 
@@ -116,7 +116,7 @@ def code_warning(entries: list[dict], current: dict[str, str]) -> str | None:
 
 def code_blocks(entries: list[dict], current: dict[str, str]) -> list[Block]:
     """The Provenance section's table of the code that trained the phases."""
-    return [Paragraph("Code that trained the phases (normgrow.spec.science_code; this checkout: "
+    return [Paragraph("Code that trained the phases (normgrow.design.science_code; this checkout: "
                       f"{code_label(current)}):"),
             Grid(["science code", "torch", "transformers", "run phases", "runs", "this checkout's"],
                  [[e["digest"], e["torch"], e["transformers"], str(e["phases"]), ", ".join(e["runs"]),

@@ -30,7 +30,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from normgrow.cluster.plan import student_parameters
-from normgrow.spec.schedule import warmup_steps
+from normgrow.design.schedule import warmup_steps
 
 MAX_DEPTH_RATIO = 1 / 3
 MIN_TEACHER_LEAD = 0.3  # nats

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from normgrow.design.science_code import PACKAGES, digest
 from normgrow.paper import figures
 from normgrow.paper.claims import MIN_PARITY_SEEDS, NOT_CHECKED, check_claims
 from normgrow.paper.document import STATUSES, Block, Code, Figure, Grid, Heading, Items, Paragraph, to_html, to_markdown
@@ -30,7 +31,6 @@ from normgrow.paper.results import Results, read_metric
 from normgrow.paper.roles import Role, by_role, has_role, run_roles
 from normgrow.paper.schematics import schematics
 from normgrow.paper.tables import build_tables, growth_operators, placements_with_roles
-from normgrow.spec.science_code import PACKAGES, digest
 
 
 def scale_summary(config: dict, teacher: dict, data: dict) -> dict:
@@ -113,7 +113,7 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     """Every table, figure and the report into `out`, from the collected `metrics`, the checkpoints'
     `diagnostics`, the teacher check and probe (normgrow.train.probe), the token metadata, the science config
     and rule `provenance`'s versions.tsv; `code_digest`: this checkout's science code
-    (normgrow.spec.science_code.digest, computed here if not given), which the phases' code is compared with."""
+    (normgrow.design.science_code.digest, computed here if not given), which the phases' code is compared with."""
     out.mkdir(parents=True, exist_ok=True)
     roles = run_roles(config)  # tables, claims and figures pick runs by role, not by name
     frames = {name: by_role(read_metric(path), roles) for name, path in metrics.items()}

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from normgrow.spec.execution import PHASE_FILES
-from normgrow.spec.phase_record import PhaseRecord
+from normgrow.design.execution import PHASE_FILES
+from normgrow.design.phase_record import PhaseRecord
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def first_update_ce(folder: Path) -> float:
     return float(first["ce"].iloc[0]) if "ce" in first and len(first) else float("nan")
 
 
-# The code a phase records (normgrow.spec.science_code.record, one per job that trained it), as columns.
+# The code a phase records (normgrow.design.science_code.record, one per job that trained it), as columns.
 CODE_COLUMNS = {"code_digest": "digest", "code_torch": "torch", "code_transformers": "transformers"}
 UNRECORDED = "unrecorded"  # a phase trained before phases recorded their code
 

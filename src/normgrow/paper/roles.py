@@ -3,7 +3,7 @@ the shape of its curriculum — never from the run's name, so renaming a run cha
 
 A run's role is its placement, its curriculum role and its growth operator, written
 `{placement}-{curriculum role}` for the paper's operator (random) and
-`{placement}-{curriculum role}+{operator}` for another (normgrow.spec.curriculum.Growth.label: zero,
+`{placement}-{curriculum role}+{operator}` for another (normgrow.design.curriculum.Growth.label: zero,
 zero-copy, copy, ramp{steps}), the same for every phase that appends blocks (a curriculum mixing
 operators has no role). The curriculum role comes from its phases (K =
 student.blocks; "continue" data unless stated, every phase on the same LR schedule shape):
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from normgrow.spec.curriculum import Phase, run_phases
+from normgrow.design.curriculum import Phase, run_phases
 
 CURRICULUM_ROLES = ("joint", "joint-long", "joint-longer", "grow", "freeze", "grow-reset")
 OTHER = "other:"  # the prefix of a run without a role in a frame by role

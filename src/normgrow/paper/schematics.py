@@ -4,7 +4,7 @@ user's own placements and curricula are drawn as they run:
 - Fig. 1 (`fig1_placements`): for every placement the run builds, one decoder layer of each of its
   layer kinds (Mix-LN has two) with each RMSNorm where normgrow.model.layout puts it relative to the
   residual adds — the attention and the MLP sub-layer — and the model-boundary norm (entry or final);
-- Fig. 2 (`fig2_curricula`): every curriculum the run builds as phases × blocks (normgrow.spec.curriculum):
+- Fig. 2 (`fig2_curricula`): every curriculum the run builds as phases × blocks (normgrow.design.curriculum):
   which blocks each phase trains, keeps frozen or has not yet activated, the blocks it appends (with
   the growth operator unless random), its data policy and its budget.
 
@@ -23,12 +23,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Circle, FancyBboxPatch, Patch, Rectangle  # noqa: E402
 
+from normgrow.design.config import built_runs  # noqa: E402
+from normgrow.design.curriculum import Phase, run_phases  # noqa: E402
 from normgrow.model.layout import LAYOUTS, PLACEMENTS, SUBLAYERS, Layout, boundary, layer_kinds, residual_scale  # noqa: E402
 from normgrow.paper.figures import save  # noqa: E402
 from normgrow.paper.items import ITEMS  # noqa: E402
 from normgrow.paper.roles import CURRICULUM_ROLES, curriculum_role  # noqa: E402
-from normgrow.spec.config import built_runs  # noqa: E402
-from normgrow.spec.curriculum import Phase, run_phases  # noqa: E402
 
 FONT = 8
 COLORS = {"norm": "#F5C46B", "attn": "#A9D3F0", "mlp": "#9FDCC4", "io": "#E6E6E6"}  # Okabe–Ito, lightened
@@ -97,7 +97,7 @@ class PhaseColumn:
 
 
 def curriculum_columns(config: dict, curriculum: str) -> list[PhaseColumn]:
-    """The phases of `curriculum` under this config's student and budgets (normgrow.spec.curriculum)."""
+    """The phases of `curriculum` under this config's student and budgets (normgrow.design.curriculum)."""
     run = next(r for r, spec in config["runs"].items() if spec["curriculum"] == curriculum)
     blocks, batch, length = config["student"]["blocks"], config["train"]["batch_size"], config["data"]["max_length"]
     return [PhaseColumn(p.index, block_states(p, blocks), p.appended,

@@ -21,8 +21,8 @@ import copy
 import os
 from dataclasses import dataclass
 
+from normgrow.design.config import merge
 from normgrow.paper.study import AXES
-from normgrow.spec.config import merge
 
 ANALYSES = ("effects", "calibration", "formation")
 TEACHER_INPUTS = {"teacher", "data", "tokenizer"}  # what a shared teacher is built from

@@ -418,7 +418,7 @@ def tableP2(r: Results, ref: dict) -> Table:
 
 
 def growth_operators(r: Results) -> list[str]:
-    """The growth operators (normgrow.spec.curriculum.Growth.label) under which both pre- and post-norm
+    """The growth operators (normgrow.design.curriculum.Growth.label) under which both pre- and post-norm
     grow runs were built, the paper's (random) first."""
     found = {role.operator for role in map(Role.parse, r.runs) if role is not None and role.curriculum == "grow"}
     both = [op for op in sorted(found) if all(r.has(str(Role(p, "grow", op))) for p in ("pre", "post"))]

@@ -1,5 +1,5 @@
 """A training job's attempts: what a retry (Snakemake's `retries`, attempt > 1) reads of the attempt before
-it, in the phase's resume directory (normgrow.spec.execution: the job's own state, not outputs).
+it, in the phase's resume directory (normgrow.design.execution: the job's own state, not outputs).
 
 A retry resumes a phase only after a *stop* — SIGTERM (a state saved, exit 143) or a kill that left no
 error record — and never loses finished work:
@@ -30,7 +30,7 @@ import shutil
 import traceback
 from pathlib import Path
 
-from normgrow.spec.execution import ERROR_FILES, FINISHED_DIR, PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR
+from normgrow.design.execution import ERROR_FILES, FINISHED_DIR, PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR
 
 
 class PreviousAttemptFailed(RuntimeError):

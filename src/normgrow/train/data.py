@@ -17,7 +17,7 @@ epoch 0's permutation, numbers past the shard are the training split's own. A ru
 [0, high_water) and no others (epoch 0 in order, `fresh` from the high-water mark on), which makes
 unique-token accounting exact.
 
-Phase data policies (normgrow.spec.curriculum.phase_start_position) set the iterator at phase start:
+Phase data policies (normgrow.design.curriculum.phase_start_position) set the iterator at phase start:
 `continue` keeps it where the previous phase left it, `reset` rewinds it to the start of the shard,
 `fresh` switches to `stream` mode at the first document not yet read in this run (past the shard
 once the shard has been read).
@@ -40,8 +40,8 @@ from huggingface_hub import constants as hub_constants
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 
-from normgrow.spec.config import VARLEN_ATTENTION, is_hub_dataset
-from normgrow.spec.curriculum import DataPosition
+from normgrow.design.config import VARLEN_ATTENTION, is_hub_dataset
+from normgrow.design.curriculum import DataPosition
 
 
 # ---------------------------------------------------------------- corpus and splits

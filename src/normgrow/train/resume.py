@@ -29,7 +29,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-from normgrow.spec.execution import SNAPSHOTS_DIR
+from normgrow.design.execution import SNAPSHOTS_DIR
 from normgrow.train.distributed import Ranks
 from normgrow.train.outputs import atomic_write
 

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from normgrow.design.curriculum import snapshot_steps
+from normgrow.design.schedule import lr_at
 from normgrow.model.family import attention_kernel
-from normgrow.spec.curriculum import snapshot_steps
-from normgrow.spec.schedule import lr_at
 from normgrow.train.data import DataPosition, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import default_device
 from normgrow.train.evaluate import causal_lm_ce
@@ -42,7 +42,7 @@ def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed
     """Train a fresh Qwen3ForCausalLM with next-token CE (on the GPU if there is one), logging each
     update to `tracker` (normgrow.train.tracking); returns the model. With `spec["snapshots"]` = n > 0,
     `on_snapshot(step, model)` is called after each of n evenly spaced updates, the last the final one
-    (normgrow.spec.curriculum.snapshot_steps; the teacher's formation along training: configs/formation.yaml)."""
+    (normgrow.design.curriculum.snapshot_steps; the teacher's formation along training: configs/formation.yaml)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from normgrow.spec.execution import Tracking
+from normgrow.design.execution import Tracking
 
 
 def run_name(label: str) -> str:

@@ -20,7 +20,7 @@ with `Preempted`; a non-finite loss or gradient stops the phase without touching
 the declared outputs are written only at the end, each atomically, and kept as a finished record (hard
 links) when the resume states are cleared, for a retry of a job killed after it (attempts.py).
 
-Groups: phases that read the same batch stream (normgrow.spec.curriculum.stream_key: same seed, data
+Groups: phases that read the same batch stream (normgrow.design.curriculum.stream_key: same seed, data
 history, batch size, budget and teacher) can train side by side in one job (`train_phases`): each
 batch's teacher forward runs once and every student steps on it, each with its own optimizer,
 schedule, RNG states, resume states and outputs, so that a student's outputs are bit-identical
@@ -49,9 +49,8 @@ import torch
 from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
-from normgrow.model.student import BlockStackStudent
-from normgrow.spec import science_code
-from normgrow.spec.curriculum import (
+from normgrow.design import science_code
+from normgrow.design.curriculum import (
     STUDENT_KEYED_BEYOND,
     DataPosition,
     PhaseSpec,
@@ -59,8 +58,9 @@ from normgrow.spec.curriculum import (
     snapshot_steps,
     stream_key,
 )
-from normgrow.spec.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Execution, shares_teacher_forward
-from normgrow.spec.phase_record import COUNTERS, PhaseRecord, RunPosition
+from normgrow.design.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Execution, shares_teacher_forward
+from normgrow.design.phase_record import COUNTERS, PhaseRecord, RunPosition
+from normgrow.model.student import BlockStackStudent
 from normgrow.train.attempts import drop_errors, keep_finished, record_error
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import Ranks, process_group, shard_student
@@ -197,7 +197,7 @@ def train_phases(job: TrainingJob, log=sys.stderr) -> list[PhaseRecord]:
 
 
 def check_group(tasks: tuple[PhaseTask, ...]) -> None:
-    """A group's phases read one batch stream (normgrow.spec.curriculum.stream_key), are distinct, and share
+    """A group's phases read one batch stream (normgrow.design.curriculum.stream_key), are distinct, and share
     the execution settings every student of one loop follows."""
     if not tasks:
         raise ValueError("a group needs at least one phase")
@@ -225,7 +225,7 @@ class PhaseProgress:
     counters: dict[str, int]
     train_rows: list[dict] = field(default_factory=list)
     eval_rows: list[dict] = field(default_factory=list)
-    code: list[dict] = field(default_factory=list)  # normgrow.spec.science_code.record of each job that trained it
+    code: list[dict] = field(default_factory=list)  # normgrow.design.science_code.record of each job that trained it
 
     def trained_by(self, code: dict) -> None:
         """Count `code` among the code that trained this phase (a job resumed under other code adds it)."""
@@ -345,7 +345,7 @@ class GroupTrainer:
     def step(self, t: int, live: list[PhaseTrainer]) -> list[PhaseTrainer]:
         """Update `t` of every live student, top to bottom: the batch (every student's iterator draws it;
         they must agree), this rank's rows of it, the teacher's forward (once, for a group; inside the one
-        student's backward for a phase alone: normgrow.spec.execution.shares_teacher_forward), then each
+        student's backward for a phase alone: normgrow.design.execution.shares_teacher_forward), then each
         student's step — its LR and gate, forward and backward with its own RNG, the optimizer step — and
         its bookkeeping. Returns the students still live: a failed one (a non-finite loss) is reported and
         dropped."""

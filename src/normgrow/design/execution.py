@@ -1,14 +1,14 @@
 """How a phase runs, as typed values: `Execution` (threads, resume states, the fused loss's chunk,
 compilation, activation checkpointing, the snapshots kept, live tracking) and `Tracking` (the config's
 `tracking` section). None of it changes a phase's weights or metrics, so none of it is in a phase's
-key (normgrow.spec.curriculum); the schema marks these keys `execution` (normgrow.spec.kinds).
+key (normgrow.design.curriculum); the schema marks these keys `execution` (normgrow.design.kinds).
 Imports neither torch nor transformers."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from normgrow.spec.kinds import keys_of
+from normgrow.design.kinds import keys_of
 
 TRAIN_EXECUTION = keys_of(("train",), "execution")  # train.* keys of kind execution in the schema
 

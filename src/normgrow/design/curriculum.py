@@ -14,7 +14,7 @@ workflow trains each distinct phase once (under `results/phases/{key}/`). Each p
 normalised — by the blocks it trains rather than its `trainable` word (`newest` of one active
 block is `all`), and with `reset` at phase 0 read as `continue` (both start at document 0).
 
-Execution settings (the config schema's keys of kind `execution`, normgrow.spec.kinds: `Execution`
+Execution settings (the config schema's keys of kind `execution`, normgrow.design.kinds: `Execution`
 holds those a phase job reads — threads, `train.resume_every`, `train.loss_chunk`, `train.compile`,
 `train.activation_checkpointing` — and ranks and resources decide where it runs) and the snapshots
 kept for the diagnostics are not part of the key: changing them retrains nothing, and resume states
@@ -29,10 +29,10 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 
-from normgrow.spec.kinds import keys_of, without_execution
-from normgrow.spec.schedule import lr_at
+from normgrow.design.kinds import keys_of, without_execution
+from normgrow.design.schedule import lr_at
 
-# train.* keys that change a phase's result (their kind in the schema; those that do not: normgrow.spec.execution)
+# train.* keys that change a phase's result (their kind in the schema; those that do not: normgrow.design.execution)
 TRAIN_SCIENCE = keys_of(("train",), "science")
 KEY_LENGTH = 16  # hex digits of SHA-256 in a phase key
 # student.* keys added after phases were first keyed, with the value every phase had before them: a phase

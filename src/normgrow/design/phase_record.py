@@ -1,4 +1,4 @@
-"""A finished phase's record, its state.json (normgrow.spec.execution.PHASE_FILES["state"]), defined once.
+"""A finished phase's record, its state.json (normgrow.design.execution.PHASE_FILES["state"]), defined once.
 
 The trainer writes it last, after the weights and the curves (normgrow.train.trainer); the next phase of the
 run starts from it (`RunPosition`); export reads the placement and the active blocks from it
@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from normgrow.spec.curriculum import DataPosition
+from normgrow.design.curriculum import DataPosition
 
 # What a phase counts, for itself (`phase_counters`) and for its run up to its end (`run_counters`): tokens read,
 # tokens of distinct documents, tokens × active layers, optimizer updates.
@@ -39,13 +39,13 @@ class RunPosition:
 class PhaseRecord:
     """What one phase trained, where it left its run, what it measured last and what trained it.
 
-    - `key`, `seed`, `phase`, `placement`: the phase (normgrow.spec.curriculum.PhaseSpec) and its index in the run;
+    - `key`, `seed`, `phase`, `placement`: the phase (normgrow.design.curriculum.PhaseSpec) and its index in the run;
     - `active_blocks`, `active_layers`, `trainable_blocks`, `data_policy`: the curriculum entry it trained under;
     - `global_step`, `data`, `run_counters`: the run's position at its end (`position`);
     - `phase_counters`: COUNTERS over this phase alone;
     - `final_eval`: its last validation row (eval.csv's columns: step, global_step, ce, kd, kd_soft, ppl);
     - `wall_seconds`: the last job's wall time, from its start to the record (differs between reruns);
-    - `ranks`: the processes that trained it; `code`: one normgrow.spec.science_code.record per job that
+    - `ranks`: the processes that trained it; `code`: one normgrow.design.science_code.record per job that
       trained it, in order (a resumed phase has several).
     """
 

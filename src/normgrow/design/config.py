@@ -1,5 +1,5 @@
 """The validated config: schema (with defaults), the checks a JSON schema cannot express, and
-what jobs ask a cluster for. Phases and their identity are in normgrow.spec.curriculum.
+what jobs ask a cluster for. Phases and their identity are in normgrow.design.curriculum.
 
 Imports neither torch nor transformers (the DAG is built from it).
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from normgrow.spec.curriculum import DataPosition, run_phases, shard_docs, snapshot_steps
-from normgrow.spec.kinds import SCHEMA, without_execution
+from normgrow.design.curriculum import DataPosition, run_phases, shard_docs, snapshot_steps
+from normgrow.design.kinds import SCHEMA, without_execution
 
 
 class ConfigError(ValueError):
@@ -130,7 +130,7 @@ def train_docs_required(config: dict, runs: list[str] | None = None) -> int:
 
 def science_config(config: dict) -> dict:
     """The config without its execution settings (the schema's keys of kind `execution`,
-    normgrow.spec.kinds), its keys sorted: a rule's params, and what a report records, so that changing
+    normgrow.design.kinds), its keys sorted: a rule's params, and what a report records, so that changing
     how jobs run rebuilds nothing."""
     return json.loads(json.dumps(without_execution(config), sort_keys=True))  # `--config` reorders keys
 
@@ -150,7 +150,7 @@ def pretrain_seed(config: dict) -> int:
 
 
 def check_growth(phase: dict, where: str, appends: bool, steps: int, snapshots: int) -> None:
-    """A phase's growth operator (normgrow.spec.curriculum.Growth): only where the phase appends blocks,
+    """A phase's growth operator (normgrow.design.curriculum.Growth): only where the phase appends blocks,
     `from` only for zero, `steps` for a ramp and only there, a ramp no longer than the phase."""
     growth = phase.get("growth")
     if growth is None or growth["operator"] == "random":

@@ -4,8 +4,8 @@ reaches the phase, recorded in the report), `execution` (how a job runs: threads
 saving, chunking, compilation, checkpointing; changing it reruns nothing) or `mixed` (an object whose
 properties each carry their own). A key inherits the kind of the nearest ancestor that has one; under
 a `mixed` object every property must carry its own, and under a `science` or `execution` one none may
-differ. The phase key (normgrow.spec.curriculum), `Execution`, the rules' rerun triggers
-(normgrow.spec.config.science_config), the configuration reference (normgrow.spec.configdoc) and the scripts
+differ. The phase key (normgrow.design.curriculum), `Execution`, the rules' rerun triggers
+(normgrow.design.config.science_config), the configuration reference (normgrow.design.configdoc) and the scripts
 that read execution settings from the config, not from their rule's params, all follow from it.
 
 Imports neither torch nor transformers (the DAG is built from it).
@@ -19,7 +19,7 @@ from importlib import resources
 
 import yaml
 
-SCHEMA = resources.files("normgrow.spec") / "config.schema.yaml"  # package data: found in an installed package too
+SCHEMA = resources.files("normgrow.design") / "config.schema.yaml"  # package data: found in an installed package too
 KINDS = ("science", "execution", "mixed")
 KeyPath = tuple[str, ...]  # a key's path from the config's top level; "*" for any name of a map
 

@@ -2,7 +2,7 @@
 transformers, recorded in every phase's state.json (normgrow.train.trainer) and compared by the report
 (normgrow.paper.report, Provenance) with the checkout that builds it.
 
-A phase's key (normgrow.spec.curriculum.PhaseSpec.key) hashes its spec, not its code, and Snakemake's code
+A phase's key (normgrow.design.curriculum.PhaseSpec.key) hashes its spec, not its code, and Snakemake's code
 trigger sees the rule scripts, not this package: after a fix to the trainer or the objective every
 finished phase is reused as it is. The digest does not enter the key (any edit would retrain
 everything); it records, so that the report can say when its phases come from other code, and the
@@ -27,9 +27,9 @@ PHASE_MODULES = (
     "train.objective",      # KD + CE
     "train.forward",        # the fused KD + CE forward, positions and labels
     "train.evaluate",       # the validation metrics
-    "spec.schedule",        # warm-up + cosine
-    "spec.curriculum",      # phases: active and trainable blocks, data policies, growth operators, lr restarts
-    "spec.phase_record",    # a finished phase's record: where the next phase of its run starts
+    "design.schedule",        # warm-up + cosine
+    "design.curriculum",      # phases: active and trainable blocks, data policies, growth operators, lr restarts
+    "design.phase_record",    # a finished phase's record: where the next phase of its run starts
     "train.data",           # the document iterator, batches, the fixed validation batches
     "model.student",        # the block-stack student and its decoder layer, its initialisation, growth
     "model.layout",         # each placement's norms around the residual adds (the registry the layer follows)
@@ -45,13 +45,13 @@ EXECUTION_ONLY = {
     "train.tracking": "live curves sent to accelerate's trackers",
     "train.faults": "the tests' fault-injection hooks (inactive unless an environment variable sets them)",
     "train.attempts": "what a retry does (restore a finished phase's outputs, refuse after an exception)",
-    "spec.kinds": "which config keys are science or execution: decides the keys, not the numbers",
-    "spec.config": "validation and defaults: what it fills in is in the phase's spec, hence in its key",
+    "design.kinds": "which config keys are science or execution: decides the keys, not the numbers",
+    "design.config": "validation and defaults: what it fills in is in the phase's spec, hence in its key",
     "cluster.launch": "starting the ranks (torchrun, srun)",
     "cli": "the ranks' entry point under torchrun: argument parsing",
-    "spec.logs": "job logs",
+    "design.logs": "job logs",
     "train.threads": "OpenMP's spin, set before torch is imported",
-    "spec.execution": "the execution settings as typed values (threads, state saves, tracking, ...)",
+    "design.execution": "the execution settings as typed values (threads, state saves, tracking, ...)",
 }
 
 # The software beside the code whose versions a phase records.
@@ -80,7 +80,7 @@ def version(package: str) -> str:
 
 
 def trained_by_other_code(code: list[dict[str, str]], current: str) -> bool:
-    """Whether a phase's record (normgrow.spec.phase_record) names code other than the digest `current` (its
+    """Whether a phase's record (normgrow.design.phase_record) names code other than the digest `current` (its
     `code`) in any job that trained it, or names none (trained before phases recorded their code)."""
     return {job.get("digest") for job in code or [{}]} != {current}
 
