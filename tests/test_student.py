@@ -215,6 +215,27 @@ def test_two_layers_per_block_and_skip_block(teacher, placement):
         torch.testing.assert_close(out, reference_forward(student, ids, b), rtol=1e-5, atol=1e-5)
 
 
+def test_each_layer_holds_its_norms_in_the_order_of_the_five_classes_it_replaces():
+    """DecoderLayer registers the family's sub-layers, then the sub-layer input and sum norms, then the
+    output norms: the parameter order of the five classes it replaced (so that the gradient norm sums over
+    the parameters in the same order and earlier runs stay bit-identical), each norm at the config's eps."""
+    from transformers import Qwen3Config
+
+    from normgrow.model.student import DecoderLayer
+
+    config = Qwen3Config(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=8, num_hidden_layers=2, vocab_size=32, rms_norm_eps=1e-5)
+    config._attn_implementation = "sdpa"
+    norms = {kind: [name for name, _ in DecoderLayer(config, 0, 2, kind).named_children() if name.endswith("norm")]
+             for kind in LAYOUTS}
+    assert norms == {"pre": ["attn_layernorm", "mlp_layernorm"], "post": ["attn_layernorm", "mlp_layernorm"],
+                     "sandwich": ["attn_layernorm", "mlp_layernorm", "attn_out_layernorm", "mlp_out_layernorm"],
+                     "deepnorm": ["attn_layernorm", "mlp_layernorm"], "hybridnorm": ["mlp_layernorm"]}
+    layer = DecoderLayer(config, 0, 2, "sandwich")
+    assert [name for name, _ in layer.named_children()][:2] == ["self_attn", "mlp"]
+    assert {getattr(layer, name).variance_epsilon for name in norms["sandwich"]} == {1e-5}
+
+
 def test_layer_kinds_and_boundary(teacher):
     assert set(PLACEMENTS) == {"pre", "post", "sandwich", "deepnorm", "hybridnorm", "mix-ln"}
     assert layer_kinds("pre", 2) == ["pre"] * 2 and layer_kinds("post", 1) == ["post"]
