@@ -3,6 +3,7 @@ frozen embedding, paired initialisation and trainability."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -234,6 +235,49 @@ def test_each_layer_holds_its_norms_in_the_order_of_the_five_classes_it_replaces
     layer = DecoderLayer(config, 0, 2, "sandwich")
     assert [name for name, _ in layer.named_children()][:2] == ["self_attn", "mlp"]
     assert {getattr(layer, name).variance_epsilon for name in norms["sandwich"]} == {1e-5}
+    assert DecoderLayer(config, 0, 2, "hybridnorm").self_attn.v_proj.head_norm.variance_epsilon == 1e-5
+
+
+def test_the_stack_runs_its_active_blocks_given_at_construction_and_refuses_bad_sizes(teacher):
+    """`active_blocks` is constructor state: the forward runs that many blocks; sizes out of range and a
+    config that does not fit are refused by name."""
+    ids = random_ids(2, 7, seed=4)
+    one = BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0, active_blocks=1).eval()
+    full = make_student(teacher, "pre")
+    assert one.active_blocks == 1 and full.active_blocks == 2
+    with torch.no_grad():
+        torch.testing.assert_close(one(ids, torch.ones_like(ids)), reference_forward(full, ids, 1))
+    config = full.config
+    with pytest.raises(ValueError, match=r"built_blocks must be in 1\.\.2, not 3"):
+        BlockStackStudent(config, "pre", 2, 1, built_blocks=3)
+    with pytest.raises(ValueError, match=r"active_blocks must be in 1\.\.2, not 0"):
+        BlockStackStudent(config, "pre", 2, 1, active_blocks=0)
+    with pytest.raises(ValueError, match="num_hidden_layers must equal the built blocks"):
+        BlockStackStudent(config, "pre", 2, 2)
+    unset = copy.deepcopy(config)
+    unset._attn_implementation = None
+    with pytest.raises(ValueError, match="set config._attn_implementation explicitly"):
+        BlockStackStudent(unset, "pre", 2, 1)
+
+
+@pytest.mark.parametrize("placement", ["pre", "post"])
+def test_activation_checkpointing_recomputes_the_same_loss_and_gradients(teacher, placement):
+    """With `activation_checkpointing` the training forward recomputes each layer in backward: the loss
+    and every gradient are those of the plain forward, on a padded batch."""
+    ids = random_ids(2, 7, seed=5)
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    results = []
+    for checkpointing in (False, True):
+        student = make_student(teacher, placement).train()
+        student.activation_checkpointing = checkpointing
+        loss = student(ids, mask).pow(2).mean()
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad for n, p in student.named_parameters() if p.grad is not None}))
+    (plain, plain_grads), (recomputed, recomputed_grads) = results
+    assert torch.equal(plain, recomputed) and plain_grads.keys() == recomputed_grads.keys() and plain_grads
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(recomputed_grads[name], grad, rtol=0, atol=0, msg=name)
 
 
 def test_layer_kinds_and_boundary(teacher):
