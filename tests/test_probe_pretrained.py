@@ -21,7 +21,7 @@ def fake_tokenizer(texts, add_special_tokens=True):
     return {"input_ids": [[10 + len(word) for word in text.split()] for text in texts]}
 
 
-def test_each_document_is_laid_out_alone_and_padded_with_the_boundary():
+def test_each_document_takes_its_boundary_alone_and_is_padded_with_it():
     texts = ["a bb ccc dddd eeeee", "ff g"]
     start = bench.boundary_placed_batch(fake_tokenizer, texts, BOUNDARY, 4, "start")
     assert start.input_ids.tolist() == [[0, 11, 12, 13], [0, 12, 11, 0]]
