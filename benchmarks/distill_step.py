@@ -206,7 +206,8 @@ def naive_terms(student, teacher, batch, objective, precision):
     """Full logits for the whole padded micro-batch, fp32 log-softmax, then the loss positions."""
     import torch
 
-    from normgrow.train.forward import at_positions, positions_and_labels
+    from normgrow.model.student import at_positions
+    from normgrow.train.forward import positions_and_labels
 
     positions, labels = positions_and_labels(batch)
     with torch.no_grad():

@@ -19,8 +19,8 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from normgrow.design.config import SCHEMA  # noqa: F401 (the package's schema, for the tests)
+from normgrow.model.student import at_positions
 from normgrow.train.data import save_tokens, split_corpus
-from normgrow.train.forward import at_positions
 
 REPO = Path(__file__).resolve().parents[1]
 # The suite tests the CPU path (bit-identical resumes, gloo ranks, fp32 tolerances) on any machine;

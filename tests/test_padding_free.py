@@ -14,9 +14,9 @@ from safetensors.torch import load_file
 from normgrow.design.curriculum import phase_spec
 from normgrow.design.execution import Execution
 from normgrow.model.layout import PLACEMENTS
-from normgrow.model.student import BlockStackStudent
+from normgrow.model.student import BlockStackStudent, at_positions
 from normgrow.train.data import Batch
-from normgrow.train.forward import Distillation, LossInputs, at_positions, causal_lm_hidden, positions_and_labels
+from normgrow.train.forward import Distillation, LossInputs, causal_lm_hidden, positions_and_labels
 from normgrow.train.objective import Objective
 
 LENGTHS = [5, 12, 3, 7, 12, 2, 4]

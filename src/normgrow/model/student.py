@@ -41,6 +41,12 @@ def student_config(teacher_config, num_layers: int, attn_implementation: str = "
     return config
 
 
+def at_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The (N, ...) rows of a (B, T, ...) tensor at flat `positions` ((B, T) order): the loss positions
+    (normgrow.train.forward)."""
+    return hidden.flatten(0, 1)[positions]
+
+
 def init_qwen3_(module: nn.Module, std: float, generator: torch.Generator, norm_identity: float = 1.0) -> None:
     """Qwen3's init scheme, applied in parameter-name order from one generator.
 
@@ -318,7 +324,7 @@ class BlockStackStudent(nn.Module):
         if self.boundary == "final":
             h = self.boundary_norm(h)
         if loss is not None:
-            return loss(h.flatten(0, 1)[loss_positions], self.lm_head.weight)
+            return loss(at_positions(h, loss_positions), self.lm_head.weight)
         return (h, tuple(states)) if output_block_states else h
 
 

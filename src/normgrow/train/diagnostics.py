@@ -33,8 +33,9 @@ import math
 
 import torch
 
+from normgrow.model.student import at_positions
 from normgrow.train.data import Batch
-from normgrow.train.forward import at_positions, positions_and_labels
+from normgrow.train.forward import positions_and_labels
 
 
 def per_token_rms(h: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from normgrow.model.student import at_positions
 from normgrow.train.data import Batch
 from normgrow.train.objective import Objective, fused_objective, loss_positions, next_token_labels
 
@@ -23,11 +24,6 @@ def positions_and_labels(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     if batch.position_ids is not None:
         mask[:, :-1] &= batch.position_ids[:, 1:] == batch.position_ids[:, :-1] + 1
     return mask.flatten().nonzero().squeeze(1), next_token_labels(batch.input_ids, mask)
-
-
-def at_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """The (N, ...) rows of a (B, T, ...) tensor at flat `positions`."""
-    return hidden.flatten(0, 1)[positions]
 
 
 def causal_lm_hidden(model, batch: Batch, positions: torch.Tensor) -> torch.Tensor:
