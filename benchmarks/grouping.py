@@ -128,8 +128,7 @@ def paper_flops(group_size: int) -> dict:
         student_flops += tokens * (3 * forward_per_token(layers) if phase.steps else 0)
     teacher_per_token = forward_per_token(teacher_config.num_hidden_layers)
     alone = student_flops + teacher_per_token * sum(teacher_tokens.values())
-    grouped_keys = {key for group in table.groups(group_size) for key in group.keys}
-    streams = [group.keys[0] for group in table.groups(group_size)] + [k for k in table.specs if k not in grouped_keys]
+    streams = [group.keys[0] for group in table.groups(group_size)]
     grouped = student_flops + teacher_per_token * sum(teacher_tokens[k] for k in streams)
     return {"phases": len(table.specs), "teacher_passes_alone": len(table.specs),
             "teacher_passes_grouped": len(streams), "alone": alone, "grouped": grouped}

@@ -165,13 +165,29 @@ def latex_errors(pdflatex: str, tables: list[Path], workdir: Path) -> dict[str, 
 
 
 @pytest.fixture(scope="session")
-def ci_workdir(tmp_path_factory) -> Path:
-    """A working directory in which the CI config has been run end to end (results/paper built)."""
-    workdir = tmp_path_factory.mktemp("ci-run")
-    result = subprocess.run(snakemake_command(workdir, "--cores", "2", "--", "results/paper"),
-                            capture_output=True, text=True, timeout=1800)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+def ci_workdir(tmp_path_factory, worker_id) -> Path:
+    """A working directory in which the CI config has been run end to end (results/paper built), once
+    per test session: under pytest-xdist (`pytest -m slow -n 2`) the first worker to ask runs it in the
+    session's shared temporary directory while the others wait on a file lock, then read it too (the
+    tests copy it before changing anything). A failed run fails every test that asks, with its output."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    workdir, outcome = shared / "ci-run", shared / "ci-run.outcome"
+    with FileLock(shared / "ci-run.lock"):
+        if not outcome.exists():
+            workdir.mkdir()
+            result = subprocess.run(snakemake_command(workdir, "--cores", "2", "--", "results/paper"),
+                                    capture_output=True, text=True, timeout=1800)
+            outcome.write_text("" if result.returncode == 0 else result.stdout[-3000:] + result.stderr[-3000:])
+    assert outcome.read_text() == "", outcome.read_text()
     return workdir
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """The SLURM tests first: mostly waiting on the scheduler's status checks, they overlap the rest of
+    the slow tier under `-n 2` rather than run alone at its end (xdist hands out files in this order)."""
+    items.sort(key=lambda item: item.path.name != "test_slurm.py")
 
 
 # ---------------------------------------------------------------- a tiny phase-trainer setup

@@ -102,16 +102,18 @@ def test_phases_of_different_streams_are_refused(setup):
 
 def test_groups_come_from_the_specs_not_the_run_names():
     """The embedded default's 18 phases read 7 batch streams: pre/post pairs, joint with grow's first
-    phase, freeze with grow's later phases; renaming every run changes no group."""
+    phase, freeze with grow's later phases, and the two longer joint controls alone; every phase is in
+    one job; renaming every run changes no group."""
     config = validate_config(yaml.safe_load((REPO / "config.yaml").read_text()))
     table = PhaseTable.from_config(config)
     groups = table.groups(64)
-    assert sorted(len(g.keys) for g in groups) == [2, 2, 4, 4, 4] and len(table.specs) == 18
+    assert sorted(len(g.keys) for g in groups) == [1, 1, 2, 2, 4, 4, 4] and len(table.specs) == 18
     labels = [sorted(table.sharing(k)[0].split(" seed")[0] for k in g.keys) for g in groups]
     assert ["post-grow", "post-joint", "pre-grow", "pre-joint"] in labels
     assert ["post-freeze", "post-grow", "pre-freeze", "pre-grow"] in labels
-    assert [len(g.keys) for g in table.groups(2)] == [2] * 8
-    assert table.groups(1) == []
+    assert sorted(len(g.keys) for g in table.groups(2)) == [1, 1] + [2] * 8
+    assert all(g.keys == (g.id,) for g in table.groups(1))  # a job per phase, named by its key
+    assert sorted(key for g in groups for key in g.keys) == sorted(table.specs)
     renamed = copy.deepcopy(config)
     renamed["runs"] = {f"x{i}": run for i, run in enumerate(config["runs"].values())}
     assert [g.keys for g in PhaseTable.from_config(renamed).groups(64)] == [g.keys for g in groups]
@@ -244,7 +246,7 @@ def test_switching_grouping_on_for_a_finished_run(ci_workdir, tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout + done.stderr
 
-    assert "train_group_" in snakemake("-n")
+    assert snakemake("-n").count("\nrule train_") == 7  # the 18 phases in 7 jobs (4, 4, 4, 2, 2, 1, 1)
     snakemake("--touch")
     assert "Nothing to be done" in snakemake("-n")
 

@@ -332,7 +332,7 @@ def test_workflow_with_every_phase_preempted_once_matches_the_uninterrupted_run(
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "rule pretrain_teacher:" not in proc.stdout and "rule tokenize_corpus:" not in proc.stdout
-    logs = list((work / "logs" / "phases").glob("*.log"))
+    logs = list((work / "logs" / "train").glob("*.log"))
     assert len(logs) == 10  # the distinct phases of the four runs
     for log in logs:
         assert "resumed from the state at update 5" in log.read_text(), log

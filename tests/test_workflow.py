@@ -103,9 +103,21 @@ def phases_of(*configs: Path | dict) -> PhaseTable:
     return PhaseTable.from_config(validate_config(config))
 
 
+def is_training(rule: str) -> bool:
+    """Whether `rule` is a training job's (workflow/rules/train.smk: train_{id}, one per job)."""
+    return re.fullmatch(r"train_[0-9a-f]+", rule) is not None
+
+
+def training_jobs(jobs: list[Job]) -> dict[str, Job]:
+    """Every phase a (dry) run trains, by key: the training job that writes it."""
+    return {out.split("/")[2]: job for job in jobs if is_training(job.rule)
+            for out in job.outputs if out.startswith("results/phases/") and out.endswith("/state.json")}
+
+
 def phase_jobs(jobs: list[Job]) -> list[str]:
-    """The key of every phase a (dry) run trains."""
-    return [job.wildcards["key"] for job in jobs if job.rule == "train_phase"]
+    """The key of every phase a (dry) run trains, once per job that trains it."""
+    return [out.split("/")[2] for job in jobs if is_training(job.rule)
+            for out in job.outputs if out.startswith("results/phases/") and out.endswith("/state.json")]
 
 
 # A dry run prints no params: this builds the DAG as a dry run does, through Snakemake's API and the
@@ -149,19 +161,16 @@ def test_default_dag_trains_each_distinct_phase_once(tmp_path):
     assert len(phases) == len(set(phases)) == 18  # 25 phases of 10 runs, 7 of them shared
     assert set(phases) == set(table.specs)
     assert counts["run_index"] == 10  # every run keeps its own view of its phases
-    for job in jobs:  # each phase job writes the four phase files into its own content-keyed directory
-        if job.rule == "train_phase":
-            folder = f"results/phases/{job.wildcards['key']}"
-            assert {f"{folder}/{name}" for name in PHASE_FILES} <= set(job.outputs)
+    for key, job in training_jobs(jobs).items():  # a phase alone: its job, train_{key}, writes the four
+        assert job.rule == f"train_{key}"         # phase files into its own content-keyed directory
+        assert {f"results/phases/{key}/{name}" for name in PHASE_FILES} <= set(job.outputs)
 
 
 def test_phase_jobs_chain_along_the_curriculum(tmp_path):
     jobs = dry_run(tmp_path)
     table = phases_of()
-    for job in jobs:
-        if job.rule != "train_phase":
-            continue
-        spec = table.specs[job.wildcards["key"]]
+    for key, job in training_jobs(jobs).items():
+        spec = table.specs[key]
         inputs = job.fields["input"].split(", ")
         assert "results/data/tokens" in inputs and "results/teacher/check.json" in inputs
         previous = [i for i in inputs if i.startswith("results/phases/")]
@@ -202,7 +211,7 @@ def test_paper_dag_through_the_slurm_profile_gives_every_phase_its_gpus(tmp_path
     proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
     jobs = parse_jobs(proc.stdout)
-    phases = {job.wildcards["key"]: job for job in jobs if job.rule == "train_phase"}
+    phases = training_jobs(jobs)
     assert set(phases) == set(phases_of(paper).specs) and len(phases) == 18
     train = paper["resources"]["train"]
     for key, job in phases.items():
@@ -225,31 +234,33 @@ def test_the_site_template_through_the_slurm_profile_gives_each_job_its_partitio
     proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
     jobs = [job for job in parse_jobs(proc.stdout) if "mem_mb" in job.resources and job.rule != "paper"]
-    partitions = {job.rule: job.resources.get("slurm_partition") for job in jobs}
-    assert partitions["train_phase"] == partitions["check_teacher"] == partitions["diagnose"] == "gpu"
+    partitions = {"train" if is_training(job.rule) else job.rule: job.resources.get("slurm_partition") for job in jobs}
+    assert partitions["train"] == partitions["check_teacher"] == partitions["diagnose"] == "gpu"
     assert partitions["corpus"] == partitions["tokenize_corpus"] == "cpu"
     for job in jobs:
         assert (job.resources.get("slurm_account"), job.resources.get("qos")) == ("my-project", "normal"), job.rule
 
 
 def test_group_jobs_through_the_slurm_profile_ask_for_their_students_memory_and_runtime(tmp_path):
-    """With resources.train.group_size: 2, each group of the paper DAG is one cluster job
-    (train_group_{id}) on a phase's GPUs and CPUs per GPU, asking for its students × the phase's
-    mem_mb and runtime (normgrow.design.config.job_resources; the GPU memory is the trace's, docs/cluster.md)."""
+    """With resources.train.group_size: 2, each group of the paper DAG is one cluster job (train_{id};
+    a phase with no partner is a group of one) on a phase's GPUs and CPUs per GPU, asking for its
+    students × the phase's mem_mb and runtime (normgrow.design.config.job_resources; the GPU memory is
+    the trace's, docs/cluster.md)."""
     groups_yaml = tmp_path / "groups.yaml"
     groups_yaml.write_text("resources:\n  train: {group_size: 2}\n")
     paper = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
-    groups = {f"train_group_{g.id}": g for g in phases_of(paper, groups_yaml).groups(2)}
+    groups = {f"train_{g.id}": g for g in phases_of(paper, groups_yaml).groups(2)}
     command = [SNAKEMAKE, "--profile", "slurm", "--directory", str(tmp_path), "-n", "results/paper",
                "--configfile", str(REPO / "configs" / "paper.yaml"), str(groups_yaml)]
     proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    jobs = {job.rule: job for job in parse_jobs(proc.stdout) if job.rule.startswith("train_group_")}
+    jobs = {job.rule: job for job in parse_jobs(proc.stdout) if is_training(job.rule)}
     assert groups and set(jobs) == set(groups)
+    assert sorted(len(g.keys) for g in groups.values()) == [1, 1] + [2] * 8  # two phases have no partner
     train = paper["resources"]["train"]
     for name, job in jobs.items():
         students = len(groups[name].keys)
-        assert students == 2 and job.resources["gpu"] == "8", name
+        assert job.resources["gpu"] == "8", name
         assert job.resources["cpus_per_gpu"] == str(train["cpus_per_gpu"]), name
         assert job.resources["mem_mb"] == str(students * train["mem_mb"]), name
         assert job.resources["runtime"] == str(students * train["runtime"]), name
@@ -267,8 +278,9 @@ def test_every_job_that_loads_a_hub_teacher_gets_its_pinned_revision(tmp_path):
     jobs = job_params(tmp_path, [REPO / "configs" / "paper.yaml", groups],
                       ["results/paper", "results/trace/trace.json", "results/export/post-grow/seed42"])
     loads = {rule for rule, params in jobs if isinstance(params.get("teacher"), dict)}
-    assert {"check_teacher", "probe_teacher", "train_phase", "diagnose", "export_student", "trace"} <= loads
-    assert any(rule.startswith("train_group_") for rule in loads)
+    assert {"check_teacher", "probe_teacher", "diagnose", "export_student", "trace"} <= loads
+    trained = {len(params["phases"]) for rule, params in jobs if is_training(rule) and rule in loads}
+    assert trained == {1, 2}  # phases alone and in groups
     for rule, params in jobs:
         if rule in loads:
             assert params["teacher"] == pinned, rule
@@ -455,7 +467,7 @@ def test_a_phase_job_with_two_ranks_launches_torchrun_and_matches_one_process(ci
                      "--cores", "2", "--", f"{phase}/state.json")
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "1 of 1 steps (100%) done" in proc.stdout  # only the phase ran
-    log = (tmp_path / "logs" / "phases" / f"{key}.log").read_text()
+    log = (tmp_path / "logs" / "train" / f"{key}.log").read_text()
     assert "torch.distributed.run --standalone --nproc_per_node=2" in log
     assert yaml.safe_load((tmp_path / phase / "state.json").read_text())["ranks"] == 2
     for table in ("train.csv", "eval.csv"):

@@ -72,9 +72,9 @@ def hub_teacher_params():
     return {"hub_teacher": {"name": config["teacher"]["name"], "revision": config["teacher"].get("revision")}}
 
 
-# Phases that read one batch stream train in one job when resources.train.group_size > 1 (train.smk).
+# The training jobs (train.smk): a phase alone, or phases that read one batch stream side by side when
+# resources.train.group_size > 1.
 GROUPS = PHASES.groups(config["resources"]["train"]["group_size"])
-GROUPED = [key for group in GROUPS for key in group.keys]
 
 
 def phase_outputs(key):

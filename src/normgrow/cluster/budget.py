@@ -149,13 +149,10 @@ class Job:
 
 
 def training_jobs(config: dict, costs: dict[str, PhaseCost], group_size: int) -> list[Job]:
-    """The config's training jobs: a group of up to `group_size` phases on one batch stream pays the
-    teacher once; every other phase is its own job. A job waits for the jobs of its phases' previous
-    phases."""
+    """The config's training jobs (PhaseTable.groups): a group of up to `group_size` phases on one
+    batch stream pays the teacher once. A job waits for the jobs of its phases' previous phases."""
     table = PhaseTable.from_config(config)
-    grouped = [group.keys for group in table.groups(group_size)]
-    members = {key for keys in grouped for key in keys}
-    units = grouped + [(key,) for key in table.specs if key not in members]
+    units = [group.keys for group in table.groups(group_size)]
     job_of = {key: j for j, keys in enumerate(units) for key in keys}
     jobs = []
     for j, keys in enumerate(units):

@@ -284,13 +284,16 @@ def stream_key(spec: PhaseSpec) -> str:
 
 @dataclass(frozen=True)
 class PhaseGroup:
-    """Phases trained by one job on one teacher forward per batch (`train.group_size` > 1); `id`
-    names the job (a digest of its keys)."""
+    """The phases one training job trains (normgrow.train.trainer.train_phases): a phase alone, or, with
+    `resources.train.group_size` > 1, phases that read one batch stream side by side on one teacher
+    forward per batch. `id` names the job: a phase alone's key, a digest of a group's keys."""
 
     keys: tuple[str, ...]
 
     @property
     def id(self) -> str:
+        if len(self.keys) == 1:
+            return self.keys[0]
         return hashlib.sha256(" ".join(self.keys).encode()).hexdigest()[:KEY_LENGTH]
 
 
@@ -388,13 +391,14 @@ class PhaseTable:
         return cls(specs, runs, {key: snapshots[key] for key in specs})
 
     def groups(self, size: int) -> list[PhaseGroup]:
-        """The phases that read one batch stream (`stream_key`), in order of first use, in groups of
-        at most `size`; only groups of two or more (a phase alone keeps its own job)."""
+        """Every phase in one training job: the phases that read one batch stream (`stream_key`), in
+        order of first use, in groups of at most `size` (of one where `size` is 1 or a stream has one
+        phase)."""
         streams: dict[str, list[str]] = {}
         for key, spec in self.specs.items():
             streams.setdefault(stream_key(spec), []).append(key)
         chunks = [keys[i:i + size] for keys in streams.values() for i in range(0, len(keys), max(size, 1))]
-        return [PhaseGroup(tuple(chunk)) for chunk in chunks if len(chunk) > 1]
+        return [PhaseGroup(tuple(chunk)) for chunk in chunks]
 
     def sharing(self, key: str) -> list[str]:
         """Labels `run seed S phase P` of every run phase that is phase `key`."""
