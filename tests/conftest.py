@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from normgrow.design.config import SCHEMA  # noqa: F401 (the package's schema, for the tests)
+from normgrow.design.config import SCHEMA, validate_config
 from normgrow.model.student import at_positions
 from normgrow.train.data import save_tokens, split_corpus
 
@@ -45,6 +46,12 @@ def make_teacher(vocab_size: int = 64, hidden_size: int = 32, seed: int = 0) -> 
 def student_logits(student, batch, positions: torch.Tensor) -> torch.Tensor:
     """(N, V) full logits of the block-stack student at the N loss positions (the unfused path)."""
     return student.lm_head(at_positions(student(batch.input_ids, batch.attention_mask), positions))
+
+
+@pytest.fixture
+def default() -> dict:
+    """config.yaml validated (its defaults filled), a fresh copy for each test."""
+    return validate_config(yaml.safe_load((REPO / "config.yaml").read_text()), SCHEMA)
 
 
 @pytest.fixture

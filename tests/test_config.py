@@ -40,13 +40,14 @@ def merge(base: dict, override: dict) -> dict:
 
 
 @pytest.fixture
-def default() -> dict:
+def raw() -> dict:
+    """config.yaml as read, before validation fills its defaults (conftest's `default` is validated)."""
     return load(REPO / "config.yaml")
 
 
 @pytest.fixture
-def ci(default) -> dict:
-    return merge(default, load(REPO / "configs" / "ci.yaml"))
+def ci(raw) -> dict:
+    return merge(raw, load(REPO / "configs" / "ci.yaml"))
 
 
 def error_of(config: dict) -> str:
@@ -56,28 +57,28 @@ def error_of(config: dict) -> str:
 
 
 # ---------------------------------------------------------------- valid configurations
-def test_default_config_is_valid(default):
-    assert validate_config(default, SCHEMA) is default
-    assert default["threads"] == 1
-    assert default["data"]["train_docs"] is None
+def test_default_config_is_valid(raw):
+    assert validate_config(raw, SCHEMA) is raw
+    assert raw["threads"] == 1
+    assert raw["data"]["train_docs"] is None
 
 
-def test_ci_config_merged_over_default_is_valid(default, ci):
+def test_ci_config_merged_over_default_is_valid(raw, ci):
     validated = validate_config(ci, SCHEMA)
     assert validated["train"]["phase_steps"] == 12
-    assert validated["train"]["min_lr"] == default["train"]["min_lr"]  # inherited from config.yaml
-    assert validated["runs"] == default["runs"]
-    assert default["data"]["source"].items() <= validated["data"]["source"].items()
+    assert validated["train"]["min_lr"] == raw["train"]["min_lr"]  # inherited from config.yaml
+    assert validated["runs"] == raw["runs"]
+    assert raw["data"]["source"].items() <= validated["data"]["source"].items()
     assert train_docs_required(validated) <= validated["data"]["train_docs"]
 
 
-def test_defaults_are_filled_in(default):
-    del default["threads"]
-    default["objective"] = {}
-    del default["train"]["betas"], default["train"]["eps"], default["train"]["weight_decay"]
-    del default["data"]["split_seed"], default["data"]["train_docs"]
-    del default["teacher"]["min_margin_nats"], default["student"]["attn_implementation"]
-    config = validate_config(default, SCHEMA)
+def test_defaults_are_filled_in(raw):
+    del raw["threads"]
+    raw["objective"] = {}
+    del raw["train"]["betas"], raw["train"]["eps"], raw["train"]["weight_decay"]
+    del raw["data"]["split_seed"], raw["data"]["train_docs"]
+    del raw["teacher"]["min_margin_nats"], raw["student"]["attn_implementation"]
+    config = validate_config(raw, SCHEMA)
     assert config["threads"] == 1
     assert config["objective"] == {"alpha": 0.7, "gamma": 0.3, "temperature": 1.0}
     assert config["train"]["betas"] == [0.9, 0.95]
@@ -97,89 +98,89 @@ def test_defaults_are_filled_in(default):
                                               "lr_restart": True}
 
 
-def test_given_values_are_not_overwritten_by_defaults(default):
-    default["threads"] = 3
-    default["objective"] = {"alpha": 0.5}
-    config = validate_config(default, SCHEMA)
+def test_given_values_are_not_overwritten_by_defaults(raw):
+    raw["threads"] = 3
+    raw["objective"] = {"alpha": 0.5}
+    config = validate_config(raw, SCHEMA)
     assert config["threads"] == 3
     assert config["objective"] == {"alpha": 0.5, "gamma": 0.3, "temperature": 1.0}
 
 
-def test_datasets_source_is_valid(default):
-    default["data"]["source"] = {"loader": "datasets", "path": "HuggingFaceFW/fineweb-edu",
+def test_datasets_source_is_valid(raw):
+    raw["data"]["source"] = {"loader": "datasets", "path": "HuggingFaceFW/fineweb-edu",
                                  "name": "sample-10BT", "streaming": True, "text_field": "text"}
-    config = validate_config(default, SCHEMA)
+    config = validate_config(raw, SCHEMA)
     assert config["data"]["source"]["split"] == "train"
 
 
 # ---------------------------------------------------------------- errors name the key
-def test_unknown_top_level_key(default):
-    default["epochs"] = 3
-    message = error_of(default)
+def test_unknown_top_level_key(raw):
+    raw["epochs"] = 3
+    message = error_of(raw)
     assert "(top level)" in message and "'epochs'" in message
 
 
-def test_wrong_type(default):
-    default["train"]["batch_size"] = "x"
-    message = error_of(default)
+def test_wrong_type(raw):
+    raw["train"]["batch_size"] = "x"
+    message = error_of(raw)
     assert "train.batch_size" in message and "'x' is not of type 'integer'" in message
 
 
-def test_several_schema_errors_one_line_each(default):
-    default["train"]["batch_size"] = "x"
-    default["student"]["blocks"] = 0
-    lines = error_of(default).splitlines()
+def test_several_schema_errors_one_line_each(raw):
+    raw["train"]["batch_size"] = "x"
+    raw["student"]["blocks"] = 0
+    lines = error_of(raw).splitlines()
     assert lines[0] == "invalid configuration:"
     assert len(lines) == 3
     assert any(line.strip().startswith("train.batch_size:") for line in lines)
     assert any(line.strip().startswith("student.blocks:") for line in lines)
 
 
-def test_phase_with_unknown_key(default):
-    default["curricula"]["grow"][1]["lr"] = 0.1
-    message = error_of(default)
+def test_phase_with_unknown_key(raw):
+    raw["curricula"]["grow"][1]["lr"] = 0.1
+    message = error_of(raw)
     assert "curricula.grow.1" in message and "'lr'" in message
 
 
-def test_phase_with_unknown_data_policy(default):
-    default["curricula"]["grow"][2]["data"] = "shuffle"
-    message = error_of(default)
+def test_phase_with_unknown_data_policy(raw):
+    raw["curricula"]["grow"][2]["data"] = "shuffle"
+    message = error_of(raw)
     assert "curricula.grow.2.data" in message and "'shuffle'" in message
 
 
-def test_unknown_placement(default):
-    default["runs"]["pre-joint"]["placement"] = "peri-norm"
-    message = error_of(default)
+def test_unknown_placement(raw):
+    raw["runs"]["pre-joint"]["placement"] = "peri-norm"
+    message = error_of(raw)
     assert "\n  runs.pre-joint.placement: 'peri-norm' does not match" in message
 
 
-def test_nested_command_line_values_are_read_as_yaml(default):
+def test_nested_command_line_values_are_read_as_yaml(raw):
     """`--config 'resources={"train": {"gpus": 1}}'` reaches the config with the nested values as strings."""
-    default["resources"] = {"train": {"gpus": "1", "cpus_per_gpu": "1"}}
-    default["train"]["resume_every"] = "7"
-    default["train"]["activation_checkpointing"] = "true"
-    config = validate_config(default, SCHEMA)
+    raw["resources"] = {"train": {"gpus": "1", "cpus_per_gpu": "1"}}
+    raw["train"]["resume_every"] = "7"
+    raw["train"]["activation_checkpointing"] = "true"
+    config = validate_config(raw, SCHEMA)
     assert config["resources"]["train"]["gpus"] == 1 and config["resources"]["train"]["cpus_per_gpu"] == 1
     assert config["train"]["resume_every"] == 7 and config["train"]["activation_checkpointing"] is True
-    default["train"]["resume_every"] = "seven"
-    assert "train.resume_every: 'seven' is not of type 'integer'" in error_of(default)
+    raw["train"]["resume_every"] = "seven"
+    assert "train.resume_every: 'seven' is not of type 'integer'" in error_of(raw)
 
 
-def test_min_lr_above_lr_is_refused(default):
-    default["train"]["min_lr"] = 1.0
-    assert "train.min_lr (1.0) is larger than train.lr (0.02)" in error_of(default)
+def test_min_lr_above_lr_is_refused(raw):
+    raw["train"]["min_lr"] = 1.0
+    assert "train.min_lr (1.0) is larger than train.lr (0.02)" in error_of(raw)
 
 
-def test_build_selects_runs_in_the_order_of_runs(default):
-    default["build"] = ["post-grow", "pre-grow"]
-    config = validate_config(default, SCHEMA)
+def test_build_selects_runs_in_the_order_of_runs(raw):
+    raw["build"] = ["post-grow", "pre-grow"]
+    config = validate_config(raw, SCHEMA)
     assert built_runs(config) == ["pre-grow", "post-grow"]
     assert len(config["runs"]) == 10  # the others stay defined
 
 
-def test_build_names_an_unknown_run(default):
-    default["build"] = ["pre-grow", "post-growth"]
-    assert "build: 'post-growth' not defined under runs" in error_of(default)
+def test_build_names_an_unknown_run(raw):
+    raw["build"] = ["pre-grow", "post-growth"]
+    assert "build: 'post-growth' not defined under runs" in error_of(raw)
 
 
 def test_schema_accepts_exactly_the_registered_placements():
@@ -189,114 +190,114 @@ def test_schema_accepts_exactly_the_registered_placements():
     assert schema["properties"]["runs"]["additionalProperties"]["properties"]["placement"]["pattern"] == PATTERN
 
 
-def test_undefined_curriculum(default):
-    default["runs"]["post-grow"]["curriculum"] = "grow-twice"
-    message = error_of(default)
+def test_undefined_curriculum(raw):
+    raw["runs"]["post-grow"]["curriculum"] = "grow-twice"
+    message = error_of(raw)
     assert message.startswith("runs.post-grow.curriculum:")
     assert "'grow-twice' is not defined under curricula" in message
 
 
-def test_more_active_blocks_than_the_student_has(default):
-    default["curricula"]["grow"].append({"active_blocks": 4})
-    message = error_of(default)
+def test_more_active_blocks_than_the_student_has(raw):
+    raw["curricula"]["grow"].append({"active_blocks": 4})
+    message = error_of(raw)
     assert message.startswith("curricula.grow[3].active_blocks:")
     assert "student.blocks is 3" in message
 
 
-def test_blocks_cannot_be_removed(default):
-    default["curricula"]["grow"][2]["active_blocks"] = 1
-    message = error_of(default)
+def test_blocks_cannot_be_removed(raw):
+    raw["curricula"]["grow"][2]["active_blocks"] = 1
+    message = error_of(raw)
     assert message.startswith("curricula.grow[2].active_blocks:")
     assert "removed (2 → 1)" in message
 
 
-def test_eval_every_larger_than_phase_steps(default):
-    default["train"]["eval_every"] = 101
-    message = error_of(default)
+def test_eval_every_larger_than_phase_steps(raw):
+    raw["train"]["eval_every"] = 101
+    message = error_of(raw)
     assert message.startswith("train.eval_every")
     assert "(101)" in message and "train.phase_steps (100)" in message
 
 
-def test_diagnosed_run_must_be_defined(default):
-    default["diagnostics"]["runs"].append("post-grow-twice")
-    message = error_of(default)
+def test_diagnosed_run_must_be_defined(raw):
+    raw["diagnostics"]["runs"].append("post-grow-twice")
+    message = error_of(raw)
     assert message.startswith("diagnostics.runs:") and "'post-grow-twice'" in message
 
 
-def test_package_source_requires_its_checksum(default):
-    del default["data"]["source"]["sha256"]
-    message = error_of(default)
+def test_package_source_requires_its_checksum(raw):
+    del raw["data"]["source"]["sha256"]
+    message = error_of(raw)
     assert "data.source" in message and "'sha256' is a required property" in message
 
 
-def test_bad_checksum_format(default):
-    default["data"]["source"]["sha256"] = "ABC"
-    assert "data.source.sha256" in error_of(default)
+def test_bad_checksum_format(raw):
+    raw["data"]["source"]["sha256"] = "ABC"
+    assert "data.source.sha256" in error_of(raw)
 
 
-def test_teacher_pretrain_required_without_a_teacher_name(default):
-    del default["teacher"]["pretrain"]
-    message = error_of(default)
+def test_teacher_pretrain_required_without_a_teacher_name(raw):
+    del raw["teacher"]["pretrain"]
+    message = error_of(raw)
     assert "teacher" in message and "'pretrain' is a required property" in message
-    default["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
-    validate_config(default, SCHEMA)
+    raw["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
+    validate_config(raw, SCHEMA)
 
 
 
-def test_a_renamed_key_still_runs_and_says_its_new_name(default):
+def test_a_renamed_key_still_runs_and_says_its_new_name(raw):
     """train.state_every (an old config's name for train.resume_every), merged over the default's new key as
     Snakemake merges a user's file: its value is used, with a FutureWarning naming both keys."""
-    old = merge(default, {"train": {"state_every": 7}})
+    old = merge(raw, {"train": {"state_every": 7}})
     with pytest.warns(FutureWarning, match=r"train.state_every is renamed train.resume_every: .* \(the value 7"):
         config = validate_config(old, SCHEMA)
     assert config["train"]["resume_every"] == 7 and "state_every" not in config["train"]
 
 
-def test_a_trained_tokenizer_needs_its_size(default):
-    del default["tokenizer"]["vocab_size"]
-    message = error_of(default)
+def test_a_trained_tokenizer_needs_its_size(raw):
+    del raw["tokenizer"]["vocab_size"]
+    message = error_of(raw)
     assert "tokenizer" in message and "'vocab_size' is a required property" in message
-    default["tokenizer"]["train"] = False
-    default["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
-    validate_config(default, SCHEMA)
+    raw["tokenizer"]["train"] = False
+    raw["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
+    validate_config(raw, SCHEMA)
 
 
-def test_the_teachers_tokenizer_needs_a_named_teacher(default):
-    default["tokenizer"]["train"] = False
-    assert "tokenizer.train: false" in error_of(default) and "teacher.name is null" in error_of(default)
+def test_the_teachers_tokenizer_needs_a_named_teacher(raw):
+    raw["tokenizer"]["train"] = False
+    assert "tokenizer.train: false" in error_of(raw) and "teacher.name is null" in error_of(raw)
 
 # ---------------------------------------------------------------- data budgets
-def test_shard_is_one_phase_of_documents(default):
-    assert shard_docs(default) == default["train"]["phase_steps"] * default["train"]["batch_size"] == 100 * 14
+def test_shard_is_one_phase_of_documents(raw):
+    assert shard_docs(raw) == raw["train"]["phase_steps"] * raw["train"]["batch_size"] == 100 * 14
 
 
-def test_train_docs_required_default(default):
+def test_train_docs_required_default(raw):
     # Shard runs (joint, grow, freeze, grow-reset) never leave the first 100 × 14 documents;
     # post-joint-long reads the shard then one fresh shard (2 × 1400); post-joint-longer reads the
     # shard then two fresh shards, one after the other: 3 × 100 × 14 = 4200 documents.
-    config = validate_config(default, SCHEMA)
+    config = validate_config(raw, SCHEMA)
     assert train_docs_required(config) == 3 * config["train"]["phase_steps"] * config["train"]["batch_size"]
     assert train_docs_required(config) == 4200
 
 
-def test_train_docs_required_by_run(default):
+def test_train_docs_required_by_run(raw):
     def only(*runs):
-        config = copy.deepcopy(default)
-        config["runs"] = {r: default["runs"][r] for r in runs}
+        config = copy.deepcopy(raw)
+        config["runs"] = {r: raw["runs"][r] for r in runs}
         return train_docs_required(config)
 
     assert only("pre-joint", "post-grow", "pre-freeze", "post-grow-reset") == 1400
     assert only("post-joint-long") == 2800
     assert only("post-joint-longer") == 4200
     # the runs built: a run left out by `build` reads nothing (the corpus rule checks these)
-    assert train_docs_required(default, built_runs({**default, "build": ["pre-joint", "post-grow"]})) == 1400
+    assert train_docs_required(raw, built_runs({**raw, "build": ["pre-joint", "post-grow"]})) == 1400
 
 
-def test_train_docs_required_with_longer_phases(default):
-    default["curricula"]["joint-long"][1]["steps"] = 300  # the fresh phase reads two shards' worth
-    default["curricula"]["grow"][2]["steps"] = 1000  # wraps within the shard: no new documents
-    default["runs"] = {r: default["runs"][r] for r in ("post-joint-long", "post-grow")}
-    assert train_docs_required(default) == 1400 + 300 * 14
+def test_train_docs_required_with_longer_phases(raw):
+    raw["curricula"]["joint-long"][1]["steps"] = 300  # the fresh phase reads two shards' worth
+    raw["curricula"]["grow"][2]["steps"] = 1000  # wraps within the shard: no new documents
+    raw["runs"] = {r: raw["runs"][r] for r in ("post-joint-long", "post-grow")}
+    assert train_docs_required(raw) == 1400 + 300 * 14
 
 
 def test_ci_config_budgets(ci):
@@ -305,14 +306,14 @@ def test_ci_config_budgets(ci):
 
 
 # ---------------------------------------------------------------- cluster resources
-def test_resources_default_to_one_cpu_process(default):
-    config = validate_config(default, SCHEMA)
+def test_resources_default_to_one_cpu_process(raw):
+    config = validate_config(raw, SCHEMA)
     assert launch_ranks(config) == {"ranks_per_node": 1, "nodes": 1}
     assert job_resources(config, "train") == {"mem_mb": 4000, "runtime": 60, "slurm_extra": "--signal=TERM@600"}
 
 
-def test_paper_resources_ask_for_eight_gpus_on_one_node(default):
-    config = validate_config(merge(default, load(REPO / "configs" / "paper.yaml")), SCHEMA)
+def test_paper_resources_ask_for_eight_gpus_on_one_node(raw):
+    config = validate_config(merge(raw, load(REPO / "configs" / "paper.yaml")), SCHEMA)
     assert launch_ranks(config) == {"ranks_per_node": 8, "nodes": 1}
     assert rank_batch_size(config) == 8  # one GPU's share of 64 documents: also the teacher check's batch
     signal = {"slurm_extra": "--signal=TERM@600"}  # SIGTERM 10 minutes before the time limit: save, then retry
@@ -324,8 +325,8 @@ def test_paper_resources_ask_for_eight_gpus_on_one_node(default):
     assert "gpu" not in job_resources(config, "data")
 
 
-def test_multi_node_training_is_one_srun_task_per_node(default):
-    config = merge(default, {"train": {"batch_size": 64},
+def test_multi_node_training_is_one_srun_task_per_node(raw):
+    config = merge(raw, {"train": {"batch_size": 64},
                              "resources": {"train": {"gpus": 4, "nodes": 2, "partition": "gpu", "account": "lab"}}})
     config = validate_config(config, SCHEMA)
     assert launch_ranks(config) == {"ranks_per_node": 4, "nodes": 2}
@@ -335,64 +336,64 @@ def test_multi_node_training_is_one_srun_task_per_node(default):
         "slurm_extra": "--signal=TERM@600"}
 
 
-def test_the_site_templates_partition_account_and_qos_reach_every_job_group(default):
+def test_the_site_templates_partition_account_and_qos_reach_every_job_group(raw):
     """configs/site-template.yaml over the paper's config: each group asks the SLURM plugin for its own
     partition, account and QoS as the plugin's resources (the plugin refuses -p, -A and --qos in slurm_extra)."""
-    config = merge(merge(default, load(REPO / "configs" / "paper.yaml")), load(REPO / "configs" / "site-template.yaml"))
+    config = merge(merge(raw, load(REPO / "configs" / "paper.yaml")), load(REPO / "configs" / "site-template.yaml"))
     config = validate_config(config, SCHEMA)
     for group, partition in (("train", "gpu"), ("model", "gpu"), ("data", "cpu")):
         resources = job_resources(config, group)
         assert (resources["slurm_partition"], resources["slurm_account"], resources["qos"]) == (
             partition, "my-project", "normal"), group
         validate_slurm_extra(SimpleNamespace(resources=SimpleNamespace(**resources)))  # what the plugin checks
-    assert "qos" not in job_resources(validate_config(default, SCHEMA), "train")  # null: the account's default
+    assert "qos" not in job_resources(validate_config(raw, SCHEMA), "train")  # null: the account's default
 
 
-def test_no_warning_signal_when_warning_seconds_is_zero(default):
-    config = validate_config(merge(default, {"resources": {"train": {"warning_seconds": 0}}}), SCHEMA)
+def test_no_warning_signal_when_warning_seconds_is_zero(raw):
+    config = validate_config(merge(raw, {"resources": {"train": {"warning_seconds": 0}}}), SCHEMA)
     assert "slurm_extra" not in job_resources(config, "train")
     assert "slurm_extra" not in job_resources(config, "model")  # only training saves a state on SIGTERM
 
 
-def test_batch_that_does_not_split_over_the_ranks_is_a_config_error(default):
-    message = error_of(merge(default, {"resources": {"train": {"gpus": 3}}}))
+def test_batch_that_does_not_split_over_the_ranks_is_a_config_error(raw):
+    message = error_of(merge(raw, {"resources": {"train": {"gpus": 3}}}))
     assert "train.batch_size (14) is not a multiple of the training ranks (3" in message
 
 
 @pytest.mark.parametrize("name", ["/nonexistent/teacher", "./missing-teacher", "~/no/such/teacher", "a/b/c"])
-def test_a_teacher_path_that_does_not_exist_is_refused(default, name):
-    default["teacher"]["name"] = name
-    message = error_of(default)
+def test_a_teacher_path_that_does_not_exist_is_refused(raw, name):
+    raw["teacher"]["name"] = name
+    message = error_of(raw)
     assert message.startswith("teacher.name:") and "neither an existing local directory nor" in message
 
 
-def test_a_teacher_may_be_a_hub_id_or_a_local_directory(default, tmp_path):
+def test_a_teacher_may_be_a_hub_id_or_a_local_directory(raw, tmp_path):
     for name in ("Qwen/Qwen3-8B-Base", "gpt2", str(tmp_path)):
-        default["teacher"]["name"] = name
-        validate_config(default, SCHEMA)
+        raw["teacher"]["name"] = name
+        validate_config(raw, SCHEMA)
     (tmp_path / "config.json").write_text("{}")
-    default["teacher"]["name"] = str(tmp_path / "config.json")
-    assert "is a file" in error_of(default)
+    raw["teacher"]["name"] = str(tmp_path / "config.json")
+    assert "is a file" in error_of(raw)
 
 
-def test_a_revision_needs_a_hub_teacher_or_a_hub_dataset(default, tmp_path):
+def test_a_revision_needs_a_hub_teacher_or_a_hub_dataset(raw, tmp_path):
     sha = "0123456789abcdef0123456789abcdef01234567"
-    default["teacher"]["revision"] = sha  # the default pretrains its teacher here
-    assert error_of(copy.deepcopy(default)).startswith("teacher.revision:")
-    default["teacher"]["name"] = str(tmp_path)
-    local = error_of(copy.deepcopy(default))
+    raw["teacher"]["revision"] = sha  # the default pretrains its teacher here
+    assert error_of(copy.deepcopy(raw)).startswith("teacher.revision:")
+    raw["teacher"]["name"] = str(tmp_path)
+    local = error_of(copy.deepcopy(raw))
     assert "is a local directory" in local and "HF_HUB_OFFLINE=1" in local  # the air-gapped way to keep the pin
-    default["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
-    config = validate_config(copy.deepcopy(default), SCHEMA)
+    raw["teacher"]["name"] = "Qwen/Qwen3-0.6B-Base"
+    config = validate_config(copy.deepcopy(raw), SCHEMA)
     assert config["teacher"]["revision"] == sha
-    default["data"]["source"]["revision"] = sha  # loader: package is checked by its SHA-256
-    assert error_of(copy.deepcopy(default)).startswith("data.source.revision:")
+    raw["data"]["source"]["revision"] = sha  # loader: package is checked by its SHA-256
+    assert error_of(copy.deepcopy(raw)).startswith("data.source.revision:")
 
 
-def test_a_dataset_revision_needs_a_hub_dataset(default, tmp_path):
+def test_a_dataset_revision_needs_a_hub_dataset(raw, tmp_path):
     """The paper's data.source.revision pins a hub dataset: a builder (`parquet`) or a local directory as
     data.source.path has none, so the revision is refused there; configs/local-data.yaml drops it."""
-    paper = merge(default, load(REPO / "configs" / "paper.yaml"))
+    paper = merge(raw, load(REPO / "configs" / "paper.yaml"))
     for path in ("parquet", str(tmp_path)):
         config = merge(copy.deepcopy(paper), {"data": {"source": {"path": path, "name": None}}})
         assert error_of(config).startswith("data.source.revision: '87f09149ef4734204d70ed1d046ddc9ca3f2b8f9' names a "
@@ -401,19 +402,19 @@ def test_a_dataset_revision_needs_a_hub_dataset(default, tmp_path):
     assert config["data"]["source"]["path"] == "parquet" and "revision" not in config["data"]["source"]
 
 
-def test_flex_attention_trains_only_on_gpus(default):
+def test_flex_attention_trains_only_on_gpus(raw):
     """torch's FlexAttention has no backward on CPU: a CPU run with it stops before any job, naming the key."""
-    default["student"]["attn_implementation"] = "flex_attention"
-    assert error_of(copy.deepcopy(default)).startswith("student.attn_implementation: 'flex_attention' trains only on a "
+    raw["student"]["attn_implementation"] = "flex_attention"
+    assert error_of(copy.deepcopy(raw)).startswith("student.attn_implementation: 'flex_attention' trains only on a "
                                                        "GPU")
-    default["resources"] = {"train": {"gpus": 1}}
-    assert validate_config(default, SCHEMA)["student"]["attn_implementation"] == "flex_attention"
+    raw["resources"] = {"train": {"gpus": 1}}
+    assert validate_config(raw, SCHEMA)["student"]["attn_implementation"] == "flex_attention"
 
 
-def test_a_null_revision_is_no_revision(default):
-    default["teacher"].update(name="Qwen/Qwen3-0.6B-Base", revision=None)
-    default["data"]["source"]["revision"] = None
-    config = validate_config(default, SCHEMA)
+def test_a_null_revision_is_no_revision(raw):
+    raw["teacher"].update(name="Qwen/Qwen3-0.6B-Base", revision=None)
+    raw["data"]["source"]["revision"] = None
+    config = validate_config(raw, SCHEMA)
     assert "revision" not in config["teacher"] and "revision" not in config["data"]["source"]
 
 
@@ -442,22 +443,22 @@ def teacher_error(config: dict) -> str:
     return str(info.value)
 
 
-def test_an_unsupported_teacher_family_is_refused_naming_teacher_name(default, tmp_path):
+def test_an_unsupported_teacher_family_is_refused_naming_teacher_name(raw, tmp_path):
     teacher = local_teacher(tmp_path / "teacher", "made_up_decoder")
-    config = validate_config(merge(default, {"teacher": {"name": str(teacher)}}), SCHEMA)
+    config = validate_config(merge(raw, {"teacher": {"name": str(teacher)}}), SCHEMA)
     message = teacher_error(config)
     assert message.startswith("teacher.name:") and "'made_up_decoder'" in message
     assert all(family in message for family in PREFIXES)  # the supported set, read from normgrow.model.family
 
 
-def test_a_supported_teacher_family_passes(default, tmp_path):
+def test_a_supported_teacher_family_passes(raw, tmp_path):
     teacher = local_teacher(tmp_path / "teacher", next(iter(PREFIXES)))
-    check_teacher_files(validate_config(merge(default, {"teacher": {"name": str(teacher)}}), SCHEMA), PREFIXES)
+    check_teacher_files(validate_config(merge(raw, {"teacher": {"name": str(teacher)}}), SCHEMA), PREFIXES)
 
 
-def test_a_boundary_token_outside_the_teachers_tokenizer_is_refused_naming_the_key(default, tmp_path):
+def test_a_boundary_token_outside_the_teachers_tokenizer_is_refused_naming_the_key(raw, tmp_path):
     teacher = local_teacher(tmp_path / "teacher", "qwen3", ["<unk>", "a", "b", "<eos>"])
-    config = validate_config(merge(default, {"teacher": {"name": str(teacher)}, "tokenizer": {"train": False}}),
+    config = validate_config(merge(raw, {"teacher": {"name": str(teacher)}, "tokenizer": {"train": False}}),
                              SCHEMA)
     message = teacher_error(config)
     assert message.startswith("data.boundary_token:") and "'<|endoftext|>'" in message and "'<eos>'" in message
@@ -468,7 +469,7 @@ def test_a_boundary_token_outside_the_teachers_tokenizer_is_refused_naming_the_k
     check_teacher_files(config, PREFIXES)
 
 
-def test_a_cached_hub_teacher_is_checked_and_one_not_cached_is_left_to_the_jobs(default, tmp_path, monkeypatch):
+def test_a_cached_hub_teacher_is_checked_and_one_not_cached_is_left_to_the_jobs(raw, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     import huggingface_hub.constants
 
@@ -478,7 +479,7 @@ def test_a_cached_hub_teacher_is_checked_and_one_not_cached_is_left_to_the_jobs(
     (repo / "refs" / "main").write_text("0" * 40)
     (repo / "snapshots").mkdir()
     local_teacher(repo / "snapshots" / ("0" * 40), "made_up_decoder")
-    config = validate_config(merge(default, {"teacher": {"name": "someone/gemma-like"}}), SCHEMA)
+    config = validate_config(merge(raw, {"teacher": {"name": "someone/gemma-like"}}), SCHEMA)
     assert teacher_error(config).startswith("teacher.name: 'someone/gemma-like'")
     config["teacher"]["name"] = "someone/not-cached"
     check_teacher_files(config, PREFIXES)

@@ -24,11 +24,6 @@ from normgrow.design.curriculum import (
 from normgrow.design.execution import Execution, Tracking
 
 
-@pytest.fixture
-def default() -> dict:
-    return validate_config(yaml.safe_load((REPO / "config.yaml").read_text()), SCHEMA)
-
-
 # ---------------------------------------------------------------- phases
 def test_run_phases_fill_defaults_and_restart_the_schedule(default):
     phases = run_phases(default, "post-grow")

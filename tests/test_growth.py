@@ -9,8 +9,7 @@ import io
 
 import pytest
 import torch
-import yaml
-from conftest import REPO, SEED, make_teacher, tiny_run_config, train_alone
+from conftest import SEED, make_teacher, tiny_run_config, train_alone
 from safetensors.torch import load_file
 
 from normgrow.design.config import ConfigError, validate_config
@@ -91,11 +90,6 @@ def test_random_and_ramp_change_no_weight(operator):
 
 
 # ---------------------------------------------------------------- configuration and identity
-@pytest.fixture
-def default() -> dict:
-    return validate_config(yaml.safe_load((REPO / "config.yaml").read_text()))
-
-
 def with_growth(config: dict, phase: int, growth: dict, curriculum: str = "grow") -> dict:
     config = copy.deepcopy(config)
     config["curricula"][curriculum][phase]["growth"] = growth

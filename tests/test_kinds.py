@@ -5,17 +5,11 @@ import dataclasses
 
 import pytest
 import yaml
-from conftest import REPO
 
-from normgrow.design.config import science_config, validate_config
+from normgrow.design.config import science_config
 from normgrow.design.curriculum import TRAIN_SCIENCE, Training, phase_spec
 from normgrow.design.execution import TRAIN_EXECUTION, Execution
 from normgrow.design.kinds import SCHEMA, SchemaKindError, execution_keys, kinds, walk
-
-
-@pytest.fixture
-def default() -> dict:
-    return validate_config(yaml.safe_load((REPO / "config.yaml").read_text()))
 
 
 def test_every_key_of_the_schema_has_a_kind():
