@@ -235,6 +235,23 @@ def phase_job(config: dict, run: str, seed: int, phase: int, root: Path, previou
     return TrainingJob((task,), str(root / "teacher"), root / "tokens").to_json()
 
 
+def train_job(job: dict, path: Path, fault: str | None = None, ranks: int = 1,
+              **env: str) -> subprocess.CompletedProcess:
+    """`job` (normgrow.train.trainer.TrainingJob as JSON) written to `path` and trained as the workflow's job
+    trains it: `normgrow.cli train-phase --job PATH` in one process, or torchrun's command for it on `ranks`
+    ranks (normgrow.cluster.launch); NORMGROW_FAULT is `fault`, unset without one, and `env` is added to
+    the environment. Both output streams in `.stdout`."""
+    from normgrow.cluster.launch import torchrun_command
+
+    path.write_text(json.dumps(job))
+    args = ["--job", str(path)]
+    command = torchrun_command(ranks, 1, args) if ranks > 1 else [sys.executable, "-m", "normgrow.cli", "train-phase",
+                                                                  *args]
+    env = ({k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"} | ({"NORMGROW_FAULT": fault} if fault else {})
+           | env)
+    return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600, env=env)
+
+
 def with_out(job: dict, out: Path, previous: Path | None = None) -> dict:
     """`job` (JSON, one phase) writing to `out`, from `previous` (at phase 0: None)."""
     task = {**job["tasks"][0], "out": str(out), "previous": None if previous is None else str(previous)}

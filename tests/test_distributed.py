@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +17,7 @@ from conftest import (
     only_the_finished_record_remains,
     phase_job,
     tiny_run_config,
+    train_job,
     with_out,
     write_phase_inputs,
 )
@@ -60,16 +59,8 @@ def train(setup: dict, name: str, ranks: int = 1, phase: int = 1, fault: str | N
     """Phase `phase` (its `job`, by default setup's) in one process, or in `ranks` ranks under torchrun (the
     launcher's command)."""
     root = setup["root"]
-    path = root / f"{name}.job.json"
-    path.write_text(json.dumps(with_out(job or setup["jobs"][phase], root / name, root / "phase0" if phase else None)))
-    args = ["--job", str(path)]
-    command = (torchrun_command(ranks, 1, args) if ranks > 1
-               else [sys.executable, "-m", "normgrow.cli", "train-phase", *args])
-    env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
-    if fault:
-        env["NORMGROW_FAULT"] = fault
-    return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
-                          env=env)
+    job = with_out(job or setup["jobs"][phase], root / name, root / "phase0" if phase else None)
+    return train_job(job, root / f"{name}.job.json", fault, ranks)
 
 
 def changed(job: dict, part: str, **changes) -> dict:
@@ -214,12 +205,7 @@ def test_a_group_on_two_ranks_matches_its_phases_alone_and_resumes_after_sigterm
         tasks = tuple(PhaseTask(phase_spec(config, run, 7, 0), Execution.from_config(config, snapshots), None,
                                 root / name / run) for run, snapshots in (("pre-grow", 0), ("post-grow", 2)))
         job = TrainingJob(tasks, str(root / "teacher"), root / "tokens")
-        (root / f"{name}.json").write_text(json.dumps(job.to_json()))
-        command = torchrun_command(2, 1, ["--job", str(root / f"{name}.json")])
-        env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
-        env.update({"NORMGROW_FAULT": fault} if fault else {})
-        return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
-                              env=env)
+        return train_job(job.to_json(), root / f"{name}.json", fault, ranks=2)
 
     proc = group("group")
     assert proc.returncode == 0, proc.stdout[-4000:]

@@ -8,16 +8,20 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
-import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, only_the_finished_record_remains, phase_outputs, tiny_run_config, write_phase_inputs
+from conftest import (
+    REPO,
+    only_the_finished_record_remains,
+    phase_outputs,
+    tiny_run_config,
+    train_job,
+    write_phase_inputs,
+)
 
 from normgrow.design.config import validate_config
 from normgrow.design.curriculum import PhaseTable, phase_spec, stream_key
@@ -171,20 +175,15 @@ def test_students_one_state_apart_resume_at_their_common_update(setup, monkeypat
 def test_a_group_killed_with_sigkill_resumes_bit_identically(setup):
     root = setup["root"] / "killed"
     tasks = [task(setup, run, 0, root / run) for run in ("pre-grow", "post-grow")]
-    file = root / "job.json"
     root.mkdir(parents=True)
-    file.write_text(json.dumps(job(setup, tasks).to_json()))
-    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--job", str(file)]
 
     def run(fault: str | None) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
-        env.update({"NORMGROW_FAULT": fault} if fault else {})
-        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        return train_job(job(setup, tasks).to_json(), root / "job.json", fault)
 
     assert run("kill@3").returncode == -9
     proc = run(None)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.count("resumed from the state at update 2") == 2
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.count("resumed from the state at update 2") == 2
     for name in ("pre-grow", "post-grow"):
         assert phase_outputs(root / name) == phase_outputs(alone(setup, name)), name
 

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from conftest import (
     RESUMABLE_STEPS,
     only_the_finished_record_remains,
     phase_outputs,
+    train_job,
     with_out,
 )
 
@@ -29,19 +29,13 @@ def setup(resumable) -> dict:
     """conftest's resumable phase, trained once without a fault as the reference."""
     setup = dict(resumable)
     setup["reference"] = train(setup, "reference")
-    assert setup["reference"].returncode == 0, setup["reference"].stderr
+    assert setup["reference"].returncode == 0, setup["reference"].stdout
     return setup
 
 
 def train(setup: dict, name: str, fault: str | None = None, job: dict | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
-    if fault:
-        env["NORMGROW_FAULT"] = fault
     root = setup["root"]
-    path = root / f"{name}.job.json"
-    path.write_text(json.dumps(with_out(job or setup["job"], root / name)))
-    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--job", str(path)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    return train_job(with_out(job or setup["job"], root / name), root / f"{name}.job.json", fault)
 
 
 @pytest.fixture(scope="module")
@@ -74,25 +68,25 @@ def test_uninterrupted_run_is_deterministic(setup):
 def test_kill9_at_three_steps_then_resume_gives_the_same_result(setup):
     for kill, resumed_from in ((4, None), (8, 3), (11, 6)):
         proc = train(setup, "killed", fault=f"kill@{kill}")
-        assert proc.returncode == -9, proc.stderr
+        assert proc.returncode == -9, proc.stdout
         if resumed_from is not None:
-            assert f"resumed from the state at update {resumed_from}" in proc.stderr
+            assert f"resumed from the state at update {resumed_from}" in proc.stdout
         assert not (setup["root"] / "killed" / "state.json").exists()
     proc = train(setup, "killed")
-    assert proc.returncode == 0, proc.stderr
-    assert "resumed from the state at update 9" in proc.stderr
+    assert proc.returncode == 0, proc.stdout
+    assert "resumed from the state at update 9" in proc.stdout
     assert_same_as_reference(setup, "killed")
 
 
 @pytest.mark.slow
 def test_sigterm_saves_a_state_and_resumes_to_the_same_result(setup):
     proc = train(setup, "term", fault="term@5")
-    assert proc.returncode == 143, proc.stderr
-    assert "SIGTERM at update 5" in proc.stderr
+    assert proc.returncode == 143, proc.stdout
+    assert "SIGTERM at update 5" in proc.stdout
     assert (setup["root"] / "term" / "resume" / "state-5.json").is_file()
     assert not (setup["root"] / "term" / "student.safetensors").exists()
     proc = train(setup, "term")
-    assert proc.returncode == 0 and "resumed from the state at update 5" in proc.stderr
+    assert proc.returncode == 0 and "resumed from the state at update 5" in proc.stdout
     assert_same_as_reference(setup, "term")
 
 
@@ -103,9 +97,9 @@ def test_corrupted_state_falls_back_to_the_previous_one(setup, killed_at_8):
     newest = next((resume / "state-6").glob("*.distcp"))
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # truncated
     proc = train(setup, "corrupt")
-    assert proc.returncode == 0, proc.stderr
-    assert "state-6.json: checksum mismatch" in proc.stderr
-    assert "resumed from the state at update 3" in proc.stderr
+    assert proc.returncode == 0, proc.stdout
+    assert "state-6.json: checksum mismatch" in proc.stdout
+    assert "resumed from the state at update 3" in proc.stdout
     assert_same_as_reference(setup, "corrupt")
 
 
@@ -116,7 +110,7 @@ def test_all_states_corrupted_is_a_clear_error(setup, killed_at_8):
         state.write_bytes(b"garbage")
     proc = train(setup, "allbad")
     assert proc.returncode != 0
-    assert "no usable resume state" in proc.stderr and "Delete" in proc.stderr
+    assert "no usable resume state" in proc.stdout and "Delete" in proc.stdout
     for name in DECLARED:
         assert not (setup["root"] / "allbad" / name).exists()
 
@@ -125,9 +119,9 @@ def test_all_states_corrupted_is_a_clear_error(setup, killed_at_8):
 def test_nan_stops_the_phase_and_keeps_the_last_good_state(setup):
     proc = train(setup, "nan", fault="nan@5")
     assert proc.returncode != 0
-    assert "FloatingPointError" in proc.stderr
-    assert "post seed 5 phase 0 [" in proc.stderr and "]: non-finite loss (nan)" in proc.stderr
-    assert "at update 5" in proc.stderr
+    assert "FloatingPointError" in proc.stdout
+    assert "post seed 5 phase 0 [" in proc.stdout and "]: non-finite loss (nan)" in proc.stdout
+    assert "at update 5" in proc.stdout
     resume = setup["root"] / "nan" / "resume"
     assert sorted(p.name for p in resume.glob("state-*.json")) == ["state-3.json"]
     for name in DECLARED:
@@ -151,8 +145,8 @@ def test_a_state_saved_under_other_execution_settings_resumes(setup, killed_at_8
     killed_copy(setup, killed_at_8, "execution")
     other = changed_job(setup, "execution", resume_every=5, loss_chunk=7, threads=2)
     proc = train(setup, "execution", job=other)
-    assert proc.returncode == 0, proc.stderr
-    assert "resumed from the state at update 6" in proc.stderr
+    assert proc.returncode == 0, proc.stdout
+    assert "resumed from the state at update 6" in proc.stdout
 
 
 @pytest.mark.slow
@@ -161,8 +155,8 @@ def test_a_state_of_another_phase_or_other_snapshots_is_not_resumed(setup, kille
     name = f"other-{part}"
     killed_copy(setup, killed_at_8, name)
     proc = train(setup, name, job=changed_job(setup, part, **changes))
-    assert proc.returncode == 0, proc.stderr
-    assert "resumed" not in proc.stderr
+    assert proc.returncode == 0, proc.stdout
+    assert "resumed" not in proc.stdout
 
 
 def test_in_process_resume_gives_the_uninterrupted_result(setup, monkeypatch):

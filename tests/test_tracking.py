@@ -10,13 +10,12 @@ import json
 import os
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, RESUMABLE_EVERY, RESUMABLE_STEPS, with_out
+from conftest import REPO, RESUMABLE_EVERY, RESUMABLE_STEPS, train_job, with_out
 
 from normgrow.design.execution import Tracking
 from normgrow.train.tracking import flatten, run_name
@@ -27,25 +26,14 @@ TRAIN_KEYS = ("loss", "ce", "kd", "kd_soft", "lr", "grad_norm")
 EVAL_KEYS = ("ce", "kd", "kd_soft", "ppl")
 
 
-@pytest.fixture(scope="module")
-def setup(resumable) -> dict:
-    """conftest's resumable phase."""
-    return resumable
-
-
-def train(setup: dict, name: str, log_with: list[str], fault: str | None = None) -> subprocess.CompletedProcess:
-    """The phase as the workflow's job runs it (`normgrow.cli train-phase`), tracked as `name`."""
-    root = setup["root"]
-    job = with_out(setup["job"], root / name)
+def train(resumable: dict, name: str, log_with: list[str], fault: str | None = None) -> subprocess.CompletedProcess:
+    """conftest's resumable phase as the workflow's job runs it (`normgrow.cli train-phase`), tracked as `name`."""
+    root = resumable["root"]
+    job = with_out(resumable["job"], root / name)
     task = job["tasks"][0]
     task["execution"] = {**task["execution"], "tracking": dataclasses.asdict(Tracking(
         tuple(log_with), str(root / "tracking"), "normgrow", {}, f"{name}/seed5/phase0"))}
-    path = root / f"{name}.json"
-    path.write_text(json.dumps(job))
-    env = {k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"}
-    env.update({"NORMGROW_FAULT": fault} if fault else {}, WANDB_SILENT="true")
-    command = [sys.executable, "-m", "normgrow.cli", "train-phase", "--job", str(path)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    return train_job(job, root / f"{name}.json", fault, WANDB_SILENT="true")
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -103,11 +91,11 @@ def assert_scalars_equal_csv(scalars: dict, directory: Path) -> None:
     assert all(v > 0 for _, v in scalars["train/tokens_per_s"] + scalars["train/peak_memory_mb"])
 
 
-def test_tensorboard_and_wandb_offline_hold_the_csv_values(setup):
+def test_tensorboard_and_wandb_offline_hold_the_csv_values(resumable):
     pytest.importorskip("wandb")
-    proc = train(setup, "tracked", ["tensorboard", "wandb"])
-    assert proc.returncode == 0, proc.stderr
-    root = setup["root"]
+    proc = train(resumable, "tracked", ["tensorboard", "wandb"])
+    assert proc.returncode == 0, proc.stdout
+    root = resumable["root"]
     assert_scalars_equal_csv(tensorboard_scalars(root / "tracking" / "normgrow" / "tracked" / "seed5" / "phase0"),
                              root / "tracked")
     history = wandb_history(root / "tracking")
@@ -122,22 +110,22 @@ def test_tensorboard_and_wandb_offline_hold_the_csv_values(setup):
                                                                                         "train.csv")]
 
 
-def test_a_phase_killed_and_resumed_holds_each_step_once_in_tensorboard(setup):
-    killed = train(setup, "resumed", ["tensorboard"], fault=f"kill@{KILLED_AT}")
+def test_a_phase_killed_and_resumed_holds_each_step_once_in_tensorboard(resumable):
+    killed = train(resumable, "resumed", ["tensorboard"], fault=f"kill@{KILLED_AT}")
     assert killed.returncode == -9
-    events = setup["root"] / "tracking" / "normgrow" / "resumed" / "seed5" / "phase0"
+    events = resumable["root"] / "tracking" / "normgrow" / "resumed" / "seed5" / "phase0"
     assert [s for s, _ in tensorboard_scalars(events)["train/loss"]] == list(range(1, KILLED_AT + 1))
-    proc = train(setup, "resumed", ["tensorboard"])
-    assert proc.returncode == 0, proc.stderr
-    assert "resumed from the state at update 6" in proc.stderr
+    proc = train(resumable, "resumed", ["tensorboard"])
+    assert proc.returncode == 0, proc.stdout
+    assert "resumed from the state at update 6" in proc.stdout
     assert len(list(events.glob("events.out.tfevents.*"))) == 2  # the killed job's file, then the resumed one's
-    assert_scalars_equal_csv(tensorboard_scalars(events), setup["root"] / "resumed")
+    assert_scalars_equal_csv(tensorboard_scalars(events), resumable["root"] / "resumed")
 
 
-def test_tracking_off_writes_nothing(setup):
-    proc = train(setup, "untracked", [])
-    assert proc.returncode == 0, proc.stderr
-    assert not (setup["root"] / "tracking" / "normgrow" / "untracked").exists()
+def test_tracking_off_writes_nothing(resumable):
+    proc = train(resumable, "untracked", [])
+    assert proc.returncode == 0, proc.stdout
+    assert not (resumable["root"] / "tracking" / "normgrow" / "untracked").exists()
 
 
 def test_the_schema_offers_accelerates_trackers():
@@ -182,11 +170,11 @@ def test_the_ci_run_tracks_every_phase_and_the_teacher_in_tensorboard(ci_workdir
     assert [s for s, _ in teacher] == list(range(1, config["teacher"]["pretrain"]["steps"] + 1))
 
 
-def test_the_configuration_is_attached_once(setup):
+def test_the_configuration_is_attached_once(resumable):
     """TensorBoard holds the phase spec as YAML text in the phase's own run (no second run per phase)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    events = setup["root"] / "tracking" / "normgrow" / "tracked" / "seed5" / "phase0"
+    events = resumable["root"] / "tracking" / "normgrow" / "tracked" / "seed5" / "phase0"
     assert [p.name for p in events.iterdir() if p.is_dir()] == []
     accumulator = EventAccumulator(str(events), size_guidance={"tensors": 0})
     accumulator.Reload()
