@@ -11,6 +11,7 @@ import json
 import pytest
 import torch
 from conftest import REPO, SEED, tiny_run_config, train_alone
+from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from normgrow.design.curriculum import phase_spec
@@ -20,6 +21,7 @@ from normgrow.model.student import BlockStackStudent
 from normgrow.train.data import TokenStore, collate
 from normgrow.train.diagnostics import diagnose
 from normgrow.train.outputs import student_from_checkpoint
+from normgrow.train.probe import massive_activations
 from normgrow.train.teacher import check_teacher, load_teacher
 
 
@@ -214,40 +216,50 @@ def test_gemma2s_capped_attention_runs_eager_and_keeps_its_cap():
 
 
 @pytest.mark.parametrize("model_type", list(PREFIXES))
-def test_trainer_and_diagnostics_take_any_family(workspace, tmp_path, model_type):
-    """A saved teacher of the family loaded and checked as the workflow's teacher check does
-    (`load_teacher`, `check_teacher`), one phase trained through `train_phases` from it, then
-    diagnosed from its checkpoint."""
+def test_every_workflow_step_takes_any_family(workspace, tmp_path, model_type):
+    """What the workflow's jobs do with a saved teacher of the family, each through the function its
+    script calls: loaded and checked (`load_teacher`, `check_teacher`), probed with eager attention
+    (`massive_activations`, as probe_teacher.py loads it), phase 0 trained through `train_phases`, phase 1
+    grown from phase 0's weights (a new block from the family's layers), then diagnosed from its
+    checkpoint. The workflow around these steps is the same for every family (one family end to end:
+    test_workflow_end_to_end_with_a_local_teacher)."""
     teacher = tiny_teacher(model_type)
     teacher.save_pretrained(tmp_path / "teacher")
     loaded = load_teacher(str(tmp_path / "teacher"), "float32")
     store = TokenStore(workspace["tokens"] / "train")
     check = check_teacher(loaded, FakeTokenizer(teacher.config.vocab_size), store, store, 0, 2, -100.0)
     assert check["model_type"] == model_type and check["vocab_matches_tokenizer"] and not check["problems"], check
-    config = tiny_run_config()
-    out = tmp_path / "phase0"
-    train_alone(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), str(tmp_path / "teacher"),
-                workspace["tokens"], None, out, log=io.StringIO())
-    state = json.loads((out / "state.json").read_text())
-    assert state["final_eval"]["ce"] < 10 and state["phase_counters"]["steps"] == config["train"]["phase_steps"]
-    student = student_from_checkpoint(out / "student.safetensors", teacher.config, "post",
-                                      config["student"], active_blocks=1)
-    assert type(student.blocks[0][0].self_attn) is family(teacher.config).attention
-    report = diagnose(student, collate([torch.tensor(d).numpy() for d in workspace["train"][:2]], 0), [0])
-    assert len(report["boundaries"]) == 2 and report["blocks"][0]["delta_ce"] == report["blocks"][0]["delta_ce"]
+    batch = collate([torch.tensor(d).numpy() for d in workspace["train"][:2]], 0)
+    eager = load_teacher(str(tmp_path / "teacher"), "float32", attn_implementation="eager")
+    layers = massive_activations(eager, batch, [0])
+    assert [row["layer"] for row in layers] == [1, 2]
+    assert all(0 < row["attention_on_structural"] <= 1 and row["max_over_median"] >= 1 for row in layers), layers
+    config, teacher_dir = tiny_run_config(), str(tmp_path / "teacher")
+    phases = [tmp_path / "phase0", tmp_path / "phase1"]
+    for phase, out in enumerate(phases):
+        spec = phase_spec(config, "post-freeze", SEED, phase)
+        train_alone(spec, Execution.from_config(config), teacher_dir, workspace["tokens"], phases[0] if phase else None,
+                    out, log=io.StringIO())
+        state = json.loads((out / "state.json").read_text())
+        assert state["final_eval"]["ce"] < 10 and state["phase_counters"]["steps"] == config["train"]["phase_steps"]
+    grown, first = (load_file(out / "student.safetensors") for out in reversed(phases))
+    assert all(torch.equal(grown[name], first[name]) for name in first if name.startswith("blocks.0.")), \
+        "phase 1 keeps phase 0's block (frozen: the curriculum trains the newest)"
+    student = student_from_checkpoint(phases[1] / "student.safetensors", teacher.config, "post",
+                                      config["student"], active_blocks=2)
+    assert all(type(block[0].self_attn) is family(teacher.config).attention for block in student.blocks)
+    report = diagnose(student, batch, [0])
+    assert len(report["boundaries"]) == 3 and report["blocks"][1]["delta_ce"] == report["blocks"][1]["delta_ce"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", ["gemma", "gemma2", "gemma3_text", "olmo2", "phi3"])
-def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_type):
+def test_workflow_end_to_end_with_a_local_teacher(tmp_path):
     """The CI-sized workflow with a teacher directory, as a user brings one: weights, config and its
     own tokenizer (`tokenizer.train: false`), the boundary token looked up in that tokenizer, the
-    teacher check, growth and diagnostics. Gemma: the family furthest from the default's Qwen3 (tied
-    embeddings, its own norm and MLP); Gemma 2 (eager attention for its capped logits, sliding and
-    global teacher layers), Gemma 3 (per-type rotary bases), OLMo 2 (its layer no placement) and
-    Phi-3 (fused projections): the families added beside the first five, once each. The first five's
-    teacher loading, check, training and diagnostics are the fast tests above. The teacher is random,
-    so the check's margin is waived."""
+    teacher check and probe, growth and diagnostics. A Gemma teacher: the family furthest from the
+    default's Qwen3 (tied embeddings, its own norm and MLP); what each job does with every family's
+    teacher is test_every_workflow_step_takes_any_family. The teacher is random, so the check's margin
+    is waived."""
     import subprocess
 
     import yaml
@@ -257,8 +269,7 @@ def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_
 
     texts = ["the residual stream is normalised before or after each sub-layer."] * 20
     tokenizer = train_tokenizer(texts, vocab_size=300, boundary_token="<|endoftext|>")
-    config = tiny_config(model_type, vocab_size=len(tokenizer), max_position_embeddings=128,
-                         tie_word_embeddings=model_type.startswith("gemma"))
+    config = tiny_config("gemma", vocab_size=len(tokenizer), max_position_embeddings=128, tie_word_embeddings=True)
     teacher_dir = tmp_path / "teacher"
     AutoModelForCausalLM.from_config(config).save_pretrained(teacher_dir)
     tokenizer.save_pretrained(teacher_dir)
@@ -275,7 +286,7 @@ def test_workflow_end_to_end_with_a_local_teacher_of_the_family(tmp_path, model_
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     check = json.loads((workdir / "results" / "teacher" / "check.json").read_text())
-    assert check["model_type"] == model_type and check["vocab_matches_tokenizer"]
+    assert check["model_type"] == "gemma" and check["vocab_matches_tokenizer"]
     assert (workdir / "results" / "paper" / "tables" / "table2.csv").exists()
     diagnostics = list((workdir / "results" / "diagnostics" / "post-grow").rglob("*.json"))
     assert diagnostics and all(json.loads(p.read_text())["checkpoints"] for p in diagnostics)
