@@ -191,10 +191,26 @@ def ci_workdir(tmp_path_factory, worker_id) -> Path:
     return workdir
 
 
+# Seconds the longest test files take, by tier (setup and calls summed; `pytest -n auto --durations=0` and
+# `pytest -m slow -n 2 --durations=0` on 2 cores, 2026-12-06; test_resume's slow share without its wait for
+# the CI run, which test_workflow builds). Only the order they give matters: a stale number costs time, not a
+# result.
+FAST_SECONDS = {"test_docs_commands.py": 63, "test_study.py": 41, "test_trace.py": 39, "test_tracking.py": 34,
+                "test_distributed.py": 33, "test_workflow.py": 32, "test_groups.py": 31, "test_export.py": 18,
+                "test_resume.py": 17, "test_bad_inputs.py": 12, "test_formation.py": 11}
+SLOW_SECONDS = {"test_slurm.py": 604, "test_workflow.py": 432, "test_resume.py": 240, "test_distributed.py": 173,
+                "test_envs.py": 86, "test_offline.py": 77, "test_families.py": 74, "test_benchmark.py": 51,
+                "test_user_ci.py": 45, "test_report.py": 44, "test_bad_inputs.py": 35, "test_trace.py": 32}
+
+
 def pytest_collection_modifyitems(items: list) -> None:
-    """The SLURM tests first: mostly waiting on the scheduler's status checks, they overlap the rest of
-    the slow tier under `-n 2` rather than run alone at its end (xdist hands out files in this order)."""
-    items.sort(key=lambda item: item.path.name != "test_slurm.py")
+    """The longest files first: pytest-xdist hands whole files to its workers in this order
+    (`--no-loadscope-reorder` in addopts), so that a long file does not start last and run alone while
+    the other worker idles; the SLURM tests, which mostly wait on the scheduler, overlap the rest."""
+    def seconds(item) -> int:
+        return (SLOW_SECONDS if item.get_closest_marker("slow") else FAST_SECONDS).get(item.path.name, 0)
+
+    items.sort(key=lambda item: -seconds(item))
 
 
 # ---------------------------------------------------------------- a tiny phase-trainer setup
