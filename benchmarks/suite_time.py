@@ -5,6 +5,7 @@ commit. Prints each run's seconds and, per step, the ratio of the second commit'
 
     python benchmarks/suite_time.py BASE [HEAD] [--steps ci fast] [--workdir DIR] [--write DOC]
 
+A step may be named more than once (`--steps fast fast`: A B, then B A).
 Steps: `ci` is `.ci/run` (what CI runs on a clean checkout: install, lint, both tiers; it builds the
 clone's .venv), `fast` the fast tier as the README writes it (`pytest -n auto`, in the clone's .venv, built
 by the README's install when no earlier step built it), `slow` the end-to-end tier as that commit's README
@@ -57,9 +58,8 @@ def clone(commit: str, workdir: Path) -> Path:
     return path
 
 
-def timed(step: str, path: Path, logs: Path) -> tuple[float, int]:
-    """Seconds and exit status of `step` in the clone at `path`; its output goes to LOGS/<clone>.<step>.log."""
-    log = logs / f"{path.name}.{step}.log"
+def timed(step: str, path: Path, log: Path) -> tuple[float, int]:
+    """Seconds and exit status of `step` in the clone at `path`; its output goes to `log`."""
     start = time.monotonic()
     with log.open("w") as out:
         rc = subprocess.run(["bash", "-c", step_command(step, path)], cwd=path, stdout=out,
@@ -79,13 +79,14 @@ def main(argv: list[str]) -> None:
     command = docs_block.checked_command(parser, args, __file__, argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     clones = [clone(args.base, args.workdir), clone(args.head, args.workdir)]
-    times: dict[tuple[str, str], float] = {}
-    for step, path in alternating(args.steps, clones):
-        seconds, rc = timed(step, path, args.workdir)
-        times[(step, path.name)] = seconds
+    times: dict[tuple[int, str], float] = {}  # (the step's place in --steps, the commit) → seconds
+    for (i, step), path in alternating(list(enumerate(args.steps)), clones):
+        log = args.workdir / f"{path.name}.{i}-{step}.log"
+        seconds, rc = timed(step, path, log)
+        times[(i, path.name)] = seconds
         print(f"{step:5} {path.name}  {seconds:7.0f} s  ({seconds / 60:.1f} min)  exit {rc}", flush=True)
         if rc != 0:
-            raise SystemExit(f"{step} failed at {path.name}: {args.workdir / f'{path.name}.{step}.log'}")
+            raise SystemExit(f"{step} failed at {path.name}: {log}")
     table = table_of(times, args.steps, [path.name for path in clones])
     print(table)
     if command:
@@ -95,7 +96,7 @@ def main(argv: list[str]) -> None:
         print(f"{'wrote' if changed else 'unchanged:'} the block of `{command}` in {args.write}")
 
 
-def alternating(steps: list[str], commits: list) -> list[tuple[str, object]]:
+def alternating(steps: list, commits: list) -> list[tuple]:
     """(step, commit) in the order they run: both commits per step, the first step in the given order, the next
     reversed, and so on (A B, B A, A B, …)."""
     return [(step, commit) for i, step in enumerate(steps) for commit in (commits if i % 2 == 0 else commits[::-1])]
@@ -106,14 +107,14 @@ def order(steps: list[str], names: list[str]) -> str:
     return ", ".join(f"`{step}` {name}" for step, name in alternating(steps, names))
 
 
-def table_of(times: dict[tuple[str, str], float], steps: list[str], names: list[str]) -> str:
+def table_of(times: dict[tuple[int, str], float], steps: list[str], names: list[str]) -> str:
     """A Markdown table: per step, each commit's minutes and seconds and the second's time over the first's."""
     def clock(seconds: float) -> str:
         return f"{int(seconds // 60)} min {round(seconds % 60):02d} s"
 
     lines = [f"| step | {names[0]} | {names[1]} | {names[1]} / {names[0]} |", "|---|---:|---:|---:|"]
-    for step in steps:
-        base, head = times[(step, names[0])], times[(step, names[1])]
+    for i, step in enumerate(steps):
+        base, head = times[(i, names[0])], times[(i, names[1])]
         lines.append(f"| `{step}` | {clock(base)} | {clock(head)} | {head / base:.2f} |")
     return "\n".join(lines)
 

@@ -92,11 +92,14 @@ def dry_run(command: str, directory: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def dry_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
-    """Every written command's dry run, two at a time (each is one single-threaded Snakemake process)."""
+    """Every written command's dry run, two at a time (each is one single-threaded Snakemake process).
+    The scratch directories are made before the threads start: pytest's temporary-directory factory is not
+    thread-safe (its first call on an xdist worker empties and remakes the worker's base directory; with this
+    fixture the first to call it, from two threads, one run lost that directory mid-fixture: 38 errors)."""
     commands = [c for c in COMMANDS if skipped(c) is None]
+    directories = [tmp_path_factory.mktemp("dry") for _ in commands]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = pool.map(lambda c: dry_run(c, tmp_path_factory.mktemp("dry")), commands)
-        return dict(zip(commands, runs, strict=True))
+        return dict(zip(commands, pool.map(dry_run, commands, directories), strict=True))
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[f"{', '.join(WHERE[c])}: {c}" for c in COMMANDS])
