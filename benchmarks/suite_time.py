@@ -5,12 +5,13 @@ commit. Prints each run's seconds and, per step, the ratio of the second commit'
 
     python benchmarks/suite_time.py BASE [HEAD] [--steps ci fast] [--workdir DIR] [--write DOC]
 
-A step may be named more than once (`--steps fast fast`: A B, then B A).
 Steps: `ci` is `.ci/run` (what CI runs on a clean checkout: install, lint, both tiers; it builds the
-clone's .venv), `fast` the fast tier as the README writes it (`pytest -n auto`, in the clone's .venv, built
-by the README's install when no earlier step built it), `slow` the end-to-end tier as that commit's README
-writes it. Absolute times on a shared machine move by tens of per cent between sittings (docs/performance.md,
-"The test suite's time"): compare commits by the ratio of one sitting, with nothing else on the cores.
+clone's .venv), `fast` the fast tier as the README writes it (`pytest -n auto`), `slow` the end-to-end tier
+as that commit's README writes it; these two run in the clone's .venv, built beforehand by the README's
+install (untimed) unless a `ci` step comes first. A step may be named more than once (`--steps fast fast`:
+A B, then B A). Absolute times on a shared machine move by tens of per cent between sittings
+(docs/performance.md, "The test suite's time"): compare commits by the ratio of one sitting, with nothing
+else on the cores.
 With `--write DOC` the table goes into DOC's block marked with this command (benchmarks/docs_block.py).
 """
 
@@ -43,18 +44,20 @@ def step_command(step: str, clone: Path) -> str:
     if step == "ci":
         return ".ci/run"
     tier = "pytest -n auto" if step == "fast" else slow_command(clone)
-    setup = "" if (clone / ".venv").exists() else f"{INSTALL} && "
-    return f"{setup}. .venv/bin/activate && {tier}"
+    return f". .venv/bin/activate && {tier}"
 
 
-def clone(commit: str, workdir: Path) -> Path:
-    """A clean clone of this repository at `commit` under `workdir`."""
+def clone(commit: str, workdir: Path, venv: bool) -> Path:
+    """A clean clone of this repository at `commit` under `workdir`, with its .venv built by the README's install
+    when `venv` (untimed: a `fast` or `slow` step runs in it; a `ci` step builds its own)."""
     sha = subprocess.run(["git", "rev-parse", "--short", commit], cwd=REPO, capture_output=True, text=True,
                          check=True).stdout.strip()
     path = workdir / sha
     if not path.exists():
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(path)], check=True)
         subprocess.run(["git", "checkout", "--quiet", sha], cwd=path, check=True)
+    if venv and not (path / ".venv").exists():
+        subprocess.run(["bash", "-c", INSTALL], cwd=path, check=True)
     return path
 
 
@@ -78,7 +81,8 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     command = docs_block.checked_command(parser, args, __file__, argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    clones = [clone(args.base, args.workdir), clone(args.head, args.workdir)]
+    venv = args.steps[0] != "ci"  # the steps after a first `ci` run in the venv it built
+    clones = [clone(args.base, args.workdir, venv), clone(args.head, args.workdir, venv)]
     times: dict[tuple[int, str], float] = {}  # (the step's place in --steps, the commit) → seconds
     for (i, step), path in alternating(list(enumerate(args.steps)), clones):
         log = args.workdir / f"{path.name}.{i}-{step}.log"
