@@ -18,7 +18,9 @@ With `--write DOC` the table goes into DOC's block marked with this command (ben
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,17 +58,24 @@ def clone(commit: str, workdir: Path, venv: bool) -> Path:
     if not path.exists():
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(path)], check=True)
         subprocess.run(["git", "checkout", "--quiet", sha], cwd=path, check=True)
-    if venv and not (path / ".venv").exists():
+    if venv and not (path / ".venv" / "bin" / "pytest").exists():  # none, or an install that was cut short
         subprocess.run(["bash", "-c", INSTALL], cwd=path, check=True)
     return path
 
 
 def timed(step: str, path: Path, log: Path) -> tuple[float, int]:
-    """Seconds and exit status of `step` in the clone at `path`; its output goes to `log`."""
+    """Seconds and exit status of `step` in the clone at `path`; its output goes to `log`. The step runs in
+    its own process group, killed with this script (Ctrl-C or SIGTERM), so that no orphaned test run goes on
+    beside the next measurement."""
     start = time.monotonic()
     with log.open("w") as out:
-        rc = subprocess.run(["bash", "-c", step_command(step, path)], cwd=path, stdout=out,
-                            stderr=subprocess.STDOUT).returncode
+        proc = subprocess.Popen(["bash", "-c", step_command(step, path)], cwd=path, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = proc.wait()
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
     return time.monotonic() - start, rc
 
 
@@ -79,6 +88,7 @@ def main(argv: list[str]) -> None:
                         help="where the clones and their logs go (default: %(default)s)")
     docs_block.add_write_option(parser)
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through `timed`, which kills its step
     command = docs_block.checked_command(parser, args, __file__, argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     venv = args.steps[0] != "ci"  # the steps after a first `ci` run in the venv it built

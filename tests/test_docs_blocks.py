@@ -147,3 +147,12 @@ def test_the_benchmark_tables_are_built_from_the_measurements():
         "| checkpointing | plan ÷ trace | farthest from 1 |", "|---|---|---|",
         "| off (the config's setting) | 1.02–1.13 | 1.13 (1 GPU, 1 document per rank) |",
         "| on | 0.97–1.08 | 1.08 (1 GPU, 4 documents per rank) |"]
+
+
+def test_the_suite_time_alternates_the_commits_and_divides_by_the_first():
+    suite = load("suite_time")
+    assert suite.alternating(["ci", "fast", "fast"], ["a", "b"]) == [
+        ("ci", "a"), ("ci", "b"), ("fast", "b"), ("fast", "a"), ("fast", "a"), ("fast", "b")]
+    table = suite.table_of({(0, "a"): 400, (0, "b"): 200, (1, "a"): 61, (1, "b"): 122}, ["ci", "fast"], ["a", "b"])
+    assert table.splitlines()[2:] == ["| `ci` | 6 min 40 s | 3 min 20 s | 0.50 |",
+                                      "| `fast` | 1 min 01 s | 2 min 02 s | 2.00 |"]
