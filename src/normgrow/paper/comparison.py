@@ -161,6 +161,17 @@ def pooled(estimates: list[Estimate]) -> tuple[Estimate, float]:
     return Estimate(mean, mean - 1.959964 * se, mean + 1.959964 * se, sum(e.seeds for e in estimates), se), tau2
 
 
+def conditional_pool(estimates: list[Estimate]) -> Estimate:
+    """The fixed-effect (inverse-variance) mean over teachers with its 95% interval from Student's t at the pooled
+    degrees of freedom Σ(n − 1): conditional on these teachers, no claim over teachers (with two, a
+    between-teacher variance cannot be estimated)."""
+    w = [1 / e.se ** 2 for e in estimates]
+    mean = sum(wi * e.mean for wi, e in zip(w, estimates, strict=True)) / sum(w)
+    se = math.sqrt(1 / sum(w))
+    half = t975(sum(e.seeds - 1 for e in estimates)) * se
+    return Estimate(mean, mean - half, mean + half, sum(e.seeds for e in estimates), se)
+
+
 def seeds_needed(spread: float, target: float) -> int:
     """The smallest n ≥ 2 with t_{0.975, n−1} · spread / √n < |target| (module docstring, step 6)."""
     n = 2
