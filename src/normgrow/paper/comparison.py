@@ -268,7 +268,7 @@ def comparison_markdown(table: pd.DataFrame, selection: Selection, margin: float
         grid = Grid(["effect", "paper", *(f"teacher {t}" for t in teachers), "pooled (conditional on these teachers)",
                      *(f"verdict, teacher {t}" for t in teachers), "verdict, pooled"], body)
         out += [f"**{title}.**", "", f"LRs: {settings}; fresh seeds per teacher: {power.seeds}.", "",
-                to_markdown([grid]).strip(), "", f"Power: {power.text(margin)}", ""]
+                to_markdown([grid]).strip(), "", power.text(margin), ""]
     return "\n".join(out)
 
 

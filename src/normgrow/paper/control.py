@@ -195,3 +195,22 @@ def markdown(table: pd.DataFrame, selection: Selection) -> str:
                 f"teacher find an interaction of the paper's size ({paper:+.4f}) clear of 0 with probability "
                 f"{power:.2f}; 80% needs {needed}.", ""]
     return "\n".join(out)
+
+
+def summary(table: pd.DataFrame) -> str:
+    """The answer in a few lines (the README's first screen): per reading and teacher, the interaction, the
+    matched interaction and the update-count part with their intervals and the reading's verdict; pooled
+    conditional on the teachers."""
+    read = verdicts(table)
+    lines = []
+    for name in READINGS:
+        rows = table[table["reading"] == name]
+        parts = []
+        for teacher in dict.fromkeys(rows["teacher"]):
+            by = rows[rows["teacher"] == teacher].set_index("effect")["estimate"]
+            who = "pooled, conditional on these teachers" if teacher == "pooled" else f"teacher {teacher}"
+            parts.append(f"{who}: interaction {by['interaction'].text()} = matched {by['matched_interaction'].text()}"
+                         f" + update count {by['update_part'].text()} — {read[(name, teacher)]}")
+        head = "All eight cells at the shared LR" if name == "shared" else "Each cell at its own LR"
+        lines.append(f"- **{head}**: " + "; ".join(parts) + ".")
+    return "\n".join(lines)
