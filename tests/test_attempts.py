@@ -13,7 +13,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, only_the_finished_record_remains, phase_outputs, tiny_run_config, write_phase_inputs
+from conftest import (
+    REPO,
+    SHUTDOWN_TIMEOUT,
+    only_the_finished_record_remains,
+    phase_outputs,
+    tiny_run_config,
+    write_phase_inputs,
+)
 
 from normgrow.train.attempts import (
     PreviousAttemptFailed,
@@ -164,7 +171,7 @@ def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher") -> tu
     log, threads = io.StringIO(), torch.get_num_threads()
     job = TrainingJob((phase_task(setup, out),), str(setup["root"] / teacher), setup["root"] / "tokens")
     try:
-        status = launch_phases(job, log, attempt=attempt)
+        status = launch_phases(job, log, attempt=attempt, shutdown_timeout=SHUTDOWN_TIMEOUT)
     finally:
         torch.set_num_threads(threads)
     return status, log.getvalue()

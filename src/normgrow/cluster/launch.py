@@ -27,26 +27,32 @@ from normgrow.train.trainer import Preempted, TrainingJob, train_phases
 RENDEZVOUS_PORT = 29500
 
 
-def torchrun_command(ranks_per_node: int, nodes: int, phase_args: list[str]) -> list[str]:
-    """The command line that starts `ranks_per_node × nodes` ranks of `normgrow.cli train-phase`."""
+def torchrun_command(ranks_per_node: int, nodes: int, phase_args: list[str], shutdown_timeout: int) -> list[str]:
+    """The command line that starts `ranks_per_node × nodes` ranks of `normgrow.cli train-phase`.
+
+    After a SIGTERM, torchrun gives its ranks `shutdown_timeout` seconds (resources.train.shutdown_timeout;
+    torch's own default is 30) to save a resume state and exit before it kills them with SIGKILL."""
     train = ["-m", "normgrow.cli", "train-phase", *phase_args]
+    grace = f"--shutdown-timeout={shutdown_timeout}"
     if nodes == 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks_per_node}",
-                *train]
+                grace, *train]
     # SLURM_JOB_NODELIST is only set inside srun: the first node's name is read there.
     torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}",
-                f"--nproc_per_node={ranks_per_node}", "--rdzv_backend=c10d"]
+                f"--nproc_per_node={ranks_per_node}", "--rdzv_backend=c10d", grace]
     head = 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1'
     per_node = (f'exec {shlex.join(torchrun)} --rdzv_id="$SLURM_JOB_ID" '
                 f'--rdzv_endpoint="$({head}):{RENDEZVOUS_PORT}" {shlex.join(train)}')
     return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash", "-c", per_node]
 
 
-def launch_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1, attempt: int = 1) -> int:
+def launch_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1, attempt: int = 1, *,
+                  shutdown_timeout: int) -> int:
     """Train the job (one phase, or a group on one teacher forward per batch) with `ranks_per_node × nodes`
     ranks; return the exit status (143: preempted, resume by rerunning). `attempt`: Snakemake's (1, or a
     retry's > 1): a retry restores the outputs of phases an earlier attempt finished, and fails at once
-    (PreviousAttemptFailed) after one that raised a Python exception (normgrow.train.attempts.begin_attempt)."""
+    (PreviousAttemptFailed) after one that raised a Python exception (normgrow.train.attempts.begin_attempt).
+    `shutdown_timeout`: torchrun's grace for the ranks after a SIGTERM (torchrun_command)."""
     print(f"{ranks_per_node} rank(s) per node on {nodes} node(s); "
           f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}; attempt {attempt}" +
           (f" in SLURM job {os.environ['SLURM_JOB_ID']}" if "SLURM_JOB_ID" in os.environ else ""), file=log, flush=True)
@@ -64,7 +70,7 @@ def launch_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1
     job_path = out / JOB_FILE
     job_path.write_text(json.dumps(job.to_json()))
     args = ["--job", str(job_path)]
-    command = torchrun_command(ranks_per_node, nodes, args)
+    command = torchrun_command(ranks_per_node, nodes, args, shutdown_timeout)
     print("launching:", " ".join(command), file=log, flush=True)
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     terminated = []

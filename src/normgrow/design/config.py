@@ -341,9 +341,11 @@ def is_hub_dataset(path: str) -> bool:
 
 
 def launch_ranks(config: dict) -> dict[str, int]:
-    """Training processes per node (default: one per GPU, 1 on CPU) and nodes (normgrow.cluster.launch)."""
+    """Training processes per node (default: one per GPU, 1 on CPU), nodes, and torchrun's grace after a
+    SIGTERM (normgrow.cluster.launch)."""
     train = config["resources"]["train"]
-    return {"ranks_per_node": train["ranks_per_node"] or max(train["gpus"], 1), "nodes": train["nodes"]}
+    return {"ranks_per_node": train["ranks_per_node"] or max(train["gpus"], 1), "nodes": train["nodes"],
+            "shutdown_timeout": train["shutdown_timeout"]}
 
 
 def training_ranks(config: dict) -> int:

@@ -81,6 +81,13 @@ class Ranks:
             dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def gather(self, value) -> list:
+        """Every rank's `value` (any picklable object), in rank order, on every rank."""
+        values = [value] * self.world
+        if self.world > 1:
+            dist.all_gather_object(values, value)
+        return values
+
     def barrier(self) -> None:
         if self.world > 1:
             dist.barrier()

@@ -449,6 +449,7 @@ class PhaseTrainer:
 
     def save_resume_state(self) -> None:
         self.progress.data = self.batches.at
+        self.faults.before_state()
         with self.own_rng():
             self.resume.save(self.progress.step, self.student, self.optimizer, self.progress.to_json())
 
