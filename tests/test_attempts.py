@@ -162,7 +162,7 @@ def phase_task(setup: dict, out: Path):
     return PhaseTask(phase_spec(config, "post-freeze", 5, 0), Execution.from_config(config, 2), None, out)
 
 
-def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher") -> tuple[int, str]:
+def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher", gpus: int = 0) -> tuple[int, str]:
     import torch
 
     from normgrow.cluster.launch import launch_phases
@@ -171,7 +171,7 @@ def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher") -> tu
     log, threads = io.StringIO(), torch.get_num_threads()
     job = TrainingJob((phase_task(setup, out),), str(setup["root"] / teacher), setup["root"] / "tokens")
     try:
-        status = launch_phases(job, log, attempt=attempt, shutdown_timeout=SHUTDOWN_TIMEOUT)
+        status = launch_phases(job, log, attempt=attempt, shutdown_timeout=SHUTDOWN_TIMEOUT, gpus_per_node=gpus)
     finally:
         torch.set_num_threads(threads)
     return status, log.getvalue()
@@ -209,6 +209,20 @@ def test_an_unsupported_teacher_fails_the_retry_at_once_with_the_first_error(set
     assert [record["error"].split(":")[0] for record in recorded_errors(out)] == ["ValueError"]
     with pytest.raises(PreviousAttemptFailed, match="ValueError: teacher model_type 'gpt2' is not supported"):
         launch(setup, out, attempt=2, teacher="teacher")  # even with a good teacher: the retry runs nothing
+
+
+def test_a_job_that_asked_for_gpus_on_a_node_without_them_fails_and_its_retry_too(setup, monkeypatch):
+    """resources.train.gpus reaches the job's ranks through its launcher: on a node where CUDA sees none (here:
+    every test), the job fails before it trains (no CPU fallback until its time limit), and so does its retry."""
+    from normgrow.train.distributed import ASKED_GPUS
+
+    monkeypatch.setenv(ASKED_GPUS, "0")  # restored after the test: the launcher sets it for its ranks
+    out = setup["root"] / "no-gpu"
+    with pytest.raises(RuntimeError, match="asked for 8 GPU.*refusing to train on the CPU"):
+        launch(setup, out, attempt=1, gpus=8)
+    assert not (out / "train.csv").exists()
+    with pytest.raises(PreviousAttemptFailed, match="refusing to train on the CPU"):
+        launch(setup, out, attempt=2, gpus=8)
 
 
 def test_a_retry_after_sigterm_resumes(setup, monkeypatch):

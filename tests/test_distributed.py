@@ -162,8 +162,11 @@ def test_multi_node_command_starts_one_torchrun_per_node_inside_srun():
     assert command[:5] == ["srun", "--nodes=4", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash"]
     script = command[-1]
     assert "--nnodes=4 --nproc_per_node=8 --rdzv_backend=c10d" in script
-    assert '--rdzv_endpoint="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1):29500"' in script
+    assert '--rdzv_endpoint="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1):$((' in script
     assert script.endswith("-m normgrow.cli train-phase --job j.json")
+    gpus = torchrun_command(8, 4, ["--job", "j.json"], SHUTDOWN_TIMEOUT, gpus_per_node=8, cpus_per_gpu=6)
+    assert gpus[:6] == ["srun", "--nodes=4", "--ntasks-per-node=1", "--gpus-per-node=8", "--cpus-per-task=48",
+                        "--kill-on-bad-exit=1"]  # each node's task holds the node's GPUs and their CPUs
     single = torchrun_command(2, 1, ["--job", "j.json"], SHUTDOWN_TIMEOUT)
     assert single[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
@@ -174,6 +177,36 @@ def test_torchrun_gives_the_ranks_the_configured_grace_after_sigterm():
     single = torchrun_command(2, 1, ["--job", "j.json"], 450)
     assert "--shutdown-timeout=450" in single[:single.index("normgrow.cli")]
     assert "--shutdown-timeout=450" in torchrun_command(8, 4, ["--job", "j.json"], 450)[-1].split(" -m normgrow")[0]
+
+
+def test_the_rendezvous_port_is_the_jobs_own():
+    """Two multi-node jobs whose allocations start on one node meet on different ports (from SLURM_JOB_ID)."""
+    from normgrow.cluster.launch import RENDEZVOUS_PORT
+
+    assert f":{RENDEZVOUS_PORT}\"" in torchrun_command(8, 2, ["--job", "j.json"], SHUTDOWN_TIMEOUT)[-1]
+    ports = [int(subprocess.run(["bash", "-c", f"echo {RENDEZVOUS_PORT}"], env={"SLURM_JOB_ID": job}, text=True,
+                                stdout=subprocess.PIPE, check=True).stdout) for job in ("812345", "812346")]
+    assert ports[0] != ports[1] and all(1024 < port < 65536 for port in ports)
+
+
+@pytest.mark.parametrize("visible, local_ranks", [(0, 1), (1, 2)])
+def test_a_job_that_asked_for_gpus_and_sees_too_few_is_refused(monkeypatch, visible, local_ranks):
+    """The launcher tells the ranks the GPUs per node the job asked for: none visible (CPU-only torch, a
+    node without its devices), or fewer than the node's ranks, stops the job before it trains on the CPU."""
+    from normgrow.train.distributed import ASKED_GPUS
+
+    monkeypatch.setenv(ASKED_GPUS, "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local_ranks))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: visible > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+    with pytest.raises(RuntimeError, match=f"asked for 8 GPU.* sees {visible} for {local_ranks} rank.*refusing"):
+        with process_group():
+            pass
+    monkeypatch.setenv(ASKED_GPUS, "0")  # a CPU job: the world of one it always was
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with process_group() as ranks:
+        assert ranks.device.type == "cpu"
 
 
 LAUNCHER = """import json, sys
