@@ -179,6 +179,17 @@ def test_torchrun_gives_the_ranks_the_configured_grace_after_sigterm():
     assert "--shutdown-timeout=450" in torchrun_command(8, 4, ["--job", "j.json"], 450)[-1].split(" -m normgrow")[0]
 
 
+def test_a_gpu_job_uses_expandable_segments_unless_the_allocator_is_configured(monkeypatch):
+    from normgrow.cluster.launch import job_environment
+
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    assert job_environment(8)["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in job_environment(0)  # a CPU job
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:512")  # the user's own setting stays
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in job_environment(8)
+
+
 def test_the_rendezvous_port_is_the_jobs_own():
     """Two multi-node jobs whose allocations start on one node meet on different ports (from SLURM_JOB_ID)."""
     from normgrow.cluster.launch import RENDEZVOUS_PORT

@@ -364,6 +364,34 @@ def test_a_start_hashes_each_state_once(tmp_path, monkeypatch):
     assert sorted(hashed) == [".metadata", "__0_0.distcp", "progress.json"]
 
 
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP in one process, no group
+def test_an_os_error_inside_dcp_save_is_a_retryable_state_not_saved(tmp_path, monkeypatch):
+    """DCP raises a write's OSError as a CheckpointException (a BaseException, on every rank): the store
+    raises StateNotSaved, which a retry resumes from (normgrow.train.attempts.RetryableError); another
+    failure inside DCP stays what it was."""
+    import torch
+    from torch.distributed.checkpoint import CheckpointException, filesystem
+
+    from normgrow.train.attempts import RetryableError
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.resume import ResumeStore, StateNotSaved
+
+    def broken_disk(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    store = ResumeStore(tmp_path, {"phase": "p"}, Ranks(0, 1, torch.device("cpu")))
+    monkeypatch.setattr(filesystem, "_write_files_from_queue", broken_disk)
+    with pytest.raises(StateNotSaved, match="state at update 4 could not be written") as raised:
+        store.save(4, model, optimizer, {"update": 4})
+    assert isinstance(raised.value, RetryableError) and isinstance(raised.value.__cause__, CheckpointException)
+    assert not (tmp_path / "state-4.json").exists()
+    monkeypatch.setattr(filesystem, "_write_files_from_queue", lambda *a, **k: 1 / 0)
+    with pytest.raises(CheckpointException):
+        store.save(5, model, optimizer, {"update": 5})
+
+
 # The runs the preempted workflow builds: a phase of every kind — growth, frozen earlier blocks, the
 # iterator reset, fresh data with an LR restart — and a diagnosed run (the CI config's post-grow).
 PREEMPTED_RUNS = ["post-grow", "post-freeze", "post-grow-reset", "post-joint-longer"]

@@ -30,6 +30,16 @@ from normgrow.train.trainer import Preempted, TrainingJob, train_phases
 RENDEZVOUS_PORT = "$((29500 + SLURM_JOB_ID % 10000))"
 
 
+def job_environment(gpus_per_node: int) -> dict[str, str]:
+    """What a training job adds to its ranks' environment: the GPUs per node it asked for (ASKED_GPUS); on
+    GPUs, the CUDA caching allocator's expandable segments (less fragmentation as the packed rows' widths
+    change from batch to batch), unless the user configured the allocator."""
+    environment = {ASKED_GPUS: str(gpus_per_node)}
+    if gpus_per_node and not {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"} & set(os.environ):
+        environment["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    return environment
+
+
 def torchrun_command(ranks_per_node: int, nodes: int, phase_args: list[str], shutdown_timeout: int,
                      gpus_per_node: int = 0, cpus_per_gpu: int = 0) -> list[str]:
     """The command line that starts `ranks_per_node × nodes` ranks of `normgrow.cli train-phase`.
@@ -60,9 +70,9 @@ def launch_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1
     retry's > 1): a retry restores the outputs of phases an earlier attempt finished, and fails at once
     (PreviousAttemptFailed) after one that raised a Python exception (normgrow.train.attempts.begin_attempt).
     `shutdown_timeout`: torchrun's grace for the ranks after a SIGTERM (torchrun_command). `gpus_per_node`: what
-    the job asked for (resources.train.gpus), told to every rank (normgrow.train.distributed.ASKED_GPUS), which
-    refuses to train on fewer GPUs than its node's ranks; with `cpus_per_gpu`, the multi-node srun's binding."""
-    os.environ[ASKED_GPUS] = str(gpus_per_node)
+    the job asked for (resources.train.gpus), told to every rank (job_environment; a rank refuses to train on
+    fewer GPUs than its node's ranks); with `cpus_per_gpu`, the multi-node srun's binding."""
+    os.environ.update(job_environment(gpus_per_node))  # before CUDA is initialised, here and in the ranks
     print(f"{ranks_per_node} rank(s) per node on {nodes} node(s); "
           f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}; attempt {attempt}" +
           (f" in SLURM job {os.environ['SLURM_JOB_ID']}" if "SLURM_JOB_ID" in os.environ else ""), file=log, flush=True)

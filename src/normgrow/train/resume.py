@@ -30,15 +30,29 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from normgrow.design.execution import SNAPSHOTS_DIR
+from normgrow.train.attempts import RetryableError
 from normgrow.train.distributed import Ranks
 from normgrow.train.outputs import atomic_write
 
 
 class CorruptStateError(RuntimeError):
     """Every saved state of a phase failed verification."""
+
+
+class StateNotSaved(RetryableError):
+    """The file system failed while a resume state was written: a retry resumes from the state before it."""
+
+
+def io_failure(error: BaseException) -> bool:
+    """Whether `error` is the file system's: an OSError, or DCP's CheckpointException (a BaseException, raised
+    on every rank) whose every rank failed with one."""
+    if isinstance(error, CheckpointException):
+        return all(isinstance(failure[0], OSError) for failure in error.failures.values())
+    return isinstance(error, OSError)
 
 
 def spec_hash(spec: dict) -> str:
@@ -129,7 +143,16 @@ class ResumeStore:
 
     def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, progress: dict) -> None:
         """Save the state at update `step`: weights and optimizer (DCP), and `progress` (JSON data)
-        with the RNG states."""
+        with the RNG states. StateNotSaved if the file system fails (retryable: normgrow.train.attempts)."""
+        try:
+            self._save(step, model, optimizer, progress)
+        except BaseException as error:
+            if io_failure(error):
+                raise StateNotSaved(f"the resume state at update {step} could not be written ({error}); a retry "
+                                    "resumes from the newest saved state") from error
+            raise
+
+    def _save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, progress: dict) -> None:
         target = self.directory / f"state-{step}"
         if self.ranks.main:
             shutil.rmtree(target, ignore_errors=True)  # left by a crash before its manifest
