@@ -230,24 +230,31 @@ sys.exit(launch_phases(job, sys.stdout, ranks_per_node=2, shutdown_timeout=int(s
 
 
 @pytest.mark.slow
-def test_a_40_second_save_after_sigterm_to_the_launcher_is_written_before_torchrun_kills_the_ranks(setup):
+@pytest.mark.parametrize("to", ["launcher", "launcher and torchrun"])
+def test_a_40_second_save_after_sigterm_to_the_launcher_is_written_before_torchrun_kills_the_ranks(setup, to):
     """SIGTERM to the job's launcher (launch_phases, which forwards it to torchrun, which forwards it to the
-    two ranks) while they train: the ranks save a state that takes 40 s more (the slowsave fault: about a
+    two ranks) while they train — or to both at once (SLURM signals every process of a job step: torchrun
+    then gets a second SIGTERM, the launcher's, during its grace; torchrun's ranks have sessions of their
+    own and get torchrun's): the ranks save a state that takes 40 s more (the slowsave fault: about a
     paper-scale 30.8 GB state's write and hash), longer than torchrun's own 30 s grace; with
     resources.train.shutdown_timeout (here 120 s) the state's manifest is written and the job exits 143."""
     root = setup["root"]
-    out = root / "slow-save"
+    name = "slow-save-" + to.replace(" ", "-")
+    out = root / name
     job = with_out(changed(setup["jobs"][1], "execution", resume_every=1000), out, root / "phase0")
-    (root / "slow-save.job.json").write_text(json.dumps(job))
-    log_path = root / "slow-save.log"
+    (root / f"{name}.job.json").write_text(json.dumps(job))
+    log_path = root / f"{name}.log"
     env = {**os.environ, "NORMGROW_FAULT": "slow@2000,slowsave@40000"}  # 2 s per update: SIGTERM lands mid-phase
     with log_path.open("w") as log:
-        launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(root / "slow-save.job.json"), "120"],
-                                    stdout=log, stderr=subprocess.STDOUT, env=env)
+        launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(root / f"{name}.job.json"), "120"],
+                                    stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + 300
         while f"0/{STEPS}" not in log_path.read_text() and launcher.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)  # rank 0's progress bar: the ranks train, with their SIGTERM handler on
-        launcher.send_signal(signal.SIGTERM)
+        if to == "launcher":
+            launcher.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(launcher.pid, signal.SIGTERM)
         status = launcher.wait(timeout=300)
     text = log_path.read_text()
     assert status == 143, text[-4000:]
