@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 # tests/test_gpu.py gives the devices back to its own subprocesses.
 VISIBLE_GPUS = os.environ.get("CUDA_VISIBLE_DEVICES")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
+# torchrun's grace for the ranks after a SIGTERM (normgrow.cluster.launch.torchrun_command): the config's default
+SHUTDOWN_TIMEOUT = yaml.safe_load(SCHEMA.read_text())["$defs"]["train_job"]["properties"]["shutdown_timeout"]["default"]
 
 
 def make_teacher(vocab_size: int = 64, hidden_size: int = 32, seed: int = 0) -> Qwen3ForCausalLM:
@@ -261,8 +263,8 @@ def train_job(job: dict, path: Path, fault: str | None = None, ranks: int = 1,
 
     path.write_text(json.dumps(job))
     args = ["--job", str(path)]
-    command = torchrun_command(ranks, 1, args) if ranks > 1 else [sys.executable, "-m", "normgrow.cli", "train-phase",
-                                                                  *args]
+    command = (torchrun_command(ranks, 1, args, SHUTDOWN_TIMEOUT) if ranks > 1
+               else [sys.executable, "-m", "normgrow.cli", "train-phase", *args])
     env = ({k: v for k, v in os.environ.items() if k != "NORMGROW_FAULT"} | ({"NORMGROW_FAULT": fault} if fault else {})
            | env)
     return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600, env=env)

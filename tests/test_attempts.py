@@ -13,7 +13,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, only_the_finished_record_remains, phase_outputs, tiny_run_config, write_phase_inputs
+from conftest import (
+    REPO,
+    SHUTDOWN_TIMEOUT,
+    only_the_finished_record_remains,
+    phase_outputs,
+    tiny_run_config,
+    write_phase_inputs,
+)
 
 from normgrow.train.attempts import (
     PreviousAttemptFailed,
@@ -134,6 +141,17 @@ def test_a_retry_resumes_when_a_rank_left_no_error_record(tmp_path, monkeypatch)
         begin_attempt([(out, "spec")], 2, io.StringIO())
 
 
+def test_an_out_of_memory_error_of_one_rank_refuses_the_retry(tmp_path, monkeypatch):
+    """Rank 3 of 8 ran out of memory; its peers, waiting for it in a collective, were killed and left no
+    record. A retry would replay the same batches on the same memory: it fails at once with that error."""
+    out = tmp_path / "phase"
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    record_error(out, MemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), alone=True)
+    with pytest.raises(PreviousAttemptFailed, match="CUDA out of memory"):
+        begin_attempt([(out, "spec")], 2, io.StringIO())
+
+
 # ---------------------------------------------------------------- the job's function on a real phase
 
 @pytest.fixture(scope="module")
@@ -155,7 +173,7 @@ def phase_task(setup: dict, out: Path):
     return PhaseTask(phase_spec(config, "post-freeze", 5, 0), Execution.from_config(config, 2), None, out)
 
 
-def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher") -> tuple[int, str]:
+def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher", gpus: int = 0) -> tuple[int, str]:
     import torch
 
     from normgrow.cluster.launch import launch_phases
@@ -164,7 +182,7 @@ def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher") -> tu
     log, threads = io.StringIO(), torch.get_num_threads()
     job = TrainingJob((phase_task(setup, out),), str(setup["root"] / teacher), setup["root"] / "tokens")
     try:
-        status = launch_phases(job, log, attempt=attempt)
+        status = launch_phases(job, log, attempt=attempt, shutdown_timeout=SHUTDOWN_TIMEOUT, gpus_per_node=gpus)
     finally:
         torch.set_num_threads(threads)
     return status, log.getvalue()
@@ -202,6 +220,61 @@ def test_an_unsupported_teacher_fails_the_retry_at_once_with_the_first_error(set
     assert [record["error"].split(":")[0] for record in recorded_errors(out)] == ["ValueError"]
     with pytest.raises(PreviousAttemptFailed, match="ValueError: teacher model_type 'gpt2' is not supported"):
         launch(setup, out, attempt=2, teacher="teacher")  # even with a good teacher: the retry runs nothing
+
+
+def test_a_job_that_asked_for_gpus_on_a_node_without_them_fails_and_its_retry_too(setup, monkeypatch):
+    """resources.train.gpus reaches the job's ranks through its launcher: on a node where CUDA sees none (here:
+    every test), the job fails before it trains (no CPU fallback until its time limit), and so does its retry."""
+    from normgrow.train.distributed import ASKED_GPUS
+
+    monkeypatch.setenv(ASKED_GPUS, "0")  # restored after the test: the launcher sets it for its ranks
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "")
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
+    out = setup["root"] / "no-gpu"
+    with pytest.raises(RuntimeError, match="asked for 8 GPU.*refusing to train on the CPU"):
+        launch(setup, out, attempt=1, gpus=8)
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"  # set before CUDA starts
+    assert not (out / "train.csv").exists()
+    with pytest.raises(PreviousAttemptFailed, match="refusing to train on the CPU"):
+        launch(setup, out, attempt=2, gpus=8)
+
+
+@pytest.mark.parametrize("error, alone", [("OutOfMemoryError", True), ("ValueError", False)])
+def test_an_out_of_memory_error_is_recorded_to_refuse_the_retries_alone(setup, monkeypatch, error, alone):
+    """The job's function records torch's out-of-memory error as one that refuses the retries by itself, any
+    other exception as one rank's part of the job's failure."""
+    import torch
+
+    from normgrow.train.trainer import GroupTrainer
+
+    def fail(self):
+        raise torch.OutOfMemoryError("CUDA out of memory") if error == "OutOfMemoryError" else ValueError("bad")
+
+    monkeypatch.setattr(GroupTrainer, "run", fail)
+    out = setup["root"] / f"failed-{error}"
+    with pytest.raises((torch.OutOfMemoryError, ValueError)):
+        launch(setup, out, attempt=1)
+    assert [(record["error"].split(":")[0], record["alone"]) for record in recorded_errors(out)] == [(error, alone)]
+
+
+def test_a_state_the_file_system_failed_to_write_is_not_recorded_and_the_retry_trains(setup, monkeypatch):
+    """An OSError while the resume state is written (here at SIGTERM) is the file system's: the job fails
+    without an error record (normgrow.train.resume.StateNotSaved), and the retry trains the phase."""
+    from normgrow.train.resume import ResumeStore, StateNotSaved
+
+    def fail(self, step, *args):
+        raise StateNotSaved(f"the resume state at update {step} could not be written")
+
+    out = setup["root"] / "not-saved"
+    monkeypatch.setenv("NORMGROW_FAULT", "term@2")
+    with monkeypatch.context() as patch:
+        patch.setattr(ResumeStore, "save", fail)
+        with pytest.raises(StateNotSaved):
+            launch(setup, out, attempt=1)
+    assert recorded_errors(out) == []
+    monkeypatch.delenv("NORMGROW_FAULT")
+    status, log = launch(setup, out, attempt=2)
+    assert status == 0 and "resuming from the newest saved state" in log
 
 
 def test_a_retry_after_sigterm_resumes(setup, monkeypatch):

@@ -308,20 +308,23 @@ def test_ci_config_budgets(ci):
 # ---------------------------------------------------------------- cluster resources
 def test_resources_default_to_one_cpu_process(raw):
     config = validate_config(raw, SCHEMA)
-    assert launch_ranks(config) == {"ranks_per_node": 1, "nodes": 1}
+    assert launch_ranks(config) == {"ranks_per_node": 1, "nodes": 1, "shutdown_timeout": 300,
+                                    "gpus_per_node": 0, "cpus_per_gpu": 8}
     assert job_resources(config, "train") == {"mem_mb": 4000, "runtime": 60, "slurm_extra": "--signal=TERM@600"}
 
 
 def test_paper_resources_ask_for_eight_gpus_on_one_node(raw):
     config = validate_config(merge(raw, load(REPO / "configs" / "paper.yaml")), SCHEMA)
-    assert launch_ranks(config) == {"ranks_per_node": 8, "nodes": 1}
+    assert launch_ranks(config) == {"ranks_per_node": 8, "nodes": 1, "shutdown_timeout": 300,
+                                    "gpus_per_node": 8, "cpus_per_gpu": 8}
     assert rank_batch_size(config) == 8  # one GPU's share of 64 documents: also the teacher check's batch
     signal = {"slurm_extra": "--signal=TERM@600"}  # SIGTERM 10 minutes before the time limit: save, then retry
-    assert job_resources(config, "train") == {"mem_mb": 480000, "runtime": 2880, "gpu": 8, "cpus_per_gpu": 8, **signal}
+    one_node = {"nodes": 1, "gpu": 8, "cpus_per_gpu": 8}  # sbatch --nodes=1: SLURM may not split the 8 GPUs 4 + 4
+    assert job_resources(config, "train") == {"mem_mb": 480000, "runtime": 2880, **one_node, **signal}
     # a group of 3 students on one teacher forward: 3 phases' host memory and run time, the same GPUs
-    assert job_resources(config, "train", students=3) == {"mem_mb": 3 * 480000, "runtime": 3 * 2880, "gpu": 8,
-                                                          "cpus_per_gpu": 8, **signal}
-    assert job_resources(config, "model")["gpu"] == 1
+    assert job_resources(config, "train", students=3) == {"mem_mb": 3 * 480000, "runtime": 3 * 2880, **one_node,
+                                                          **signal}
+    assert (job_resources(config, "model")["gpu"], job_resources(config, "model")["nodes"]) == (1, 1)
     assert "gpu" not in job_resources(config, "data")
 
 
@@ -329,7 +332,8 @@ def test_multi_node_training_is_one_srun_task_per_node(raw):
     config = merge(raw, {"train": {"batch_size": 64},
                              "resources": {"train": {"gpus": 4, "nodes": 2, "partition": "gpu", "account": "lab"}}})
     config = validate_config(config, SCHEMA)
-    assert launch_ranks(config) == {"ranks_per_node": 4, "nodes": 2}
+    assert launch_ranks(config) == {"ranks_per_node": 4, "nodes": 2, "shutdown_timeout": 300,
+                                    "gpus_per_node": 4, "cpus_per_gpu": 8}
     assert job_resources(config, "train") == {
         "mem_mb": 4000, "runtime": 60, "slurm_partition": "gpu", "slurm_account": "lab",
         "nodes": 2, "tasks": 2, "mpi": "srun", "tasks_per_gpu": 0, "gres": "gpu:4", "cpus_per_gpu": 8,

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 from conftest import (
+    SHUTDOWN_TIMEOUT,
     make_teacher,
     only_the_finished_record_remains,
     phase_job,
@@ -153,14 +158,109 @@ def test_a_batch_that_does_not_split_over_the_ranks_is_refused(setup):
 
 
 def test_multi_node_command_starts_one_torchrun_per_node_inside_srun():
-    command = torchrun_command(8, 4, ["--job", "j.json"])
+    command = torchrun_command(8, 4, ["--job", "j.json"], SHUTDOWN_TIMEOUT)
     assert command[:5] == ["srun", "--nodes=4", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash"]
     script = command[-1]
     assert "--nnodes=4 --nproc_per_node=8 --rdzv_backend=c10d" in script
-    assert '--rdzv_endpoint="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1):29500"' in script
+    assert '--rdzv_endpoint="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1):$((' in script
     assert script.endswith("-m normgrow.cli train-phase --job j.json")
-    single = torchrun_command(2, 1, ["--job", "j.json"])
+    gpus = torchrun_command(8, 4, ["--job", "j.json"], SHUTDOWN_TIMEOUT, gpus_per_node=8, cpus_per_gpu=6)
+    assert gpus[:6] == ["srun", "--nodes=4", "--ntasks-per-node=1", "--gpus-per-node=8", "--cpus-per-task=48",
+                        "--kill-on-bad-exit=1"]  # each node's task holds the node's GPUs and their CPUs
+    single = torchrun_command(2, 1, ["--job", "j.json"], SHUTDOWN_TIMEOUT)
     assert single[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+
+
+def test_torchrun_gives_the_ranks_the_configured_grace_after_sigterm():
+    """torchrun kills its ranks `--shutdown-timeout` seconds after it forwards a SIGTERM (torch's default:
+    30 s, less than a paper-scale save): every launch passes resources.train.shutdown_timeout."""
+    single = torchrun_command(2, 1, ["--job", "j.json"], 450)
+    assert "--shutdown-timeout=450" in single[:single.index("normgrow.cli")]
+    assert "--shutdown-timeout=450" in torchrun_command(8, 4, ["--job", "j.json"], 450)[-1].split(" -m normgrow")[0]
+
+
+def test_a_gpu_job_uses_expandable_segments_unless_the_allocator_is_configured(monkeypatch):
+    from normgrow.cluster.launch import job_environment
+
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    assert job_environment(8)["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in job_environment(0)  # a CPU job
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:512")  # the user's own setting stays
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in job_environment(8)
+
+
+def test_the_rendezvous_port_is_the_jobs_own():
+    """Two multi-node jobs whose allocations start on one node meet on different ports (from SLURM_JOB_ID)."""
+    from normgrow.cluster.launch import RENDEZVOUS_PORT
+
+    assert f":{RENDEZVOUS_PORT}\"" in torchrun_command(8, 2, ["--job", "j.json"], SHUTDOWN_TIMEOUT)[-1]
+    ports = [int(subprocess.run(["bash", "-c", f"echo {RENDEZVOUS_PORT}"], env={"SLURM_JOB_ID": job}, text=True,
+                                stdout=subprocess.PIPE, check=True).stdout) for job in ("812345", "812346")]
+    assert ports[0] != ports[1] and all(1024 < port < 65536 for port in ports)
+
+
+@pytest.mark.parametrize("visible, local_ranks", [(0, 1), (1, 2)])
+def test_a_job_that_asked_for_gpus_and_sees_too_few_is_refused(monkeypatch, visible, local_ranks):
+    """The launcher tells the ranks the GPUs per node the job asked for: none visible (CPU-only torch, a
+    node without its devices), or fewer than the node's ranks, stops the job before it trains on the CPU."""
+    from normgrow.train.distributed import ASKED_GPUS
+
+    monkeypatch.setenv(ASKED_GPUS, "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local_ranks))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: visible > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+    with pytest.raises(RuntimeError, match=f"asked for 8 GPU.* sees {visible} for {local_ranks} rank.*refusing"):
+        with process_group():
+            pass
+    monkeypatch.setenv(ASKED_GPUS, "0")  # a CPU job: the world of one it always was
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with process_group() as ranks:
+        assert ranks.device.type == "cpu"
+
+
+LAUNCHER = """import json, sys
+from pathlib import Path
+from normgrow.cluster.launch import launch_phases
+from normgrow.train.trainer import TrainingJob
+job = TrainingJob.from_json(json.loads(Path(sys.argv[1]).read_text()))
+sys.exit(launch_phases(job, sys.stdout, ranks_per_node=2, shutdown_timeout=int(sys.argv[2])))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to", ["launcher", "launcher and torchrun"])
+def test_a_40_second_save_after_sigterm_to_the_launcher_is_written_before_torchrun_kills_the_ranks(setup, to):
+    """SIGTERM to the job's launcher (launch_phases, which forwards it to torchrun, which forwards it to the
+    two ranks) while they train — or to both at once (SLURM signals every process of a job step: torchrun
+    then gets a second SIGTERM, the launcher's, during its grace; torchrun's ranks have sessions of their
+    own and get torchrun's): the ranks save a state that takes 40 s more (the slowsave fault: about a
+    paper-scale 30.8 GB state's write and hash), longer than torchrun's own 30 s grace; with
+    resources.train.shutdown_timeout (here 120 s) the state's manifest is written and the job exits 143."""
+    root = setup["root"]
+    name = "slow-save-" + to.replace(" ", "-")
+    out = root / name
+    job = with_out(changed(setup["jobs"][1], "execution", resume_every=1000), out, root / "phase0")
+    (root / f"{name}.job.json").write_text(json.dumps(job))
+    log_path = root / f"{name}.log"
+    env = {**os.environ, "NORMGROW_FAULT": "slow@2000,slowsave@40000"}  # 2 s per update: SIGTERM lands mid-phase
+    with log_path.open("w") as log:
+        launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(root / f"{name}.job.json"), "120"],
+                                    stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + 300
+        while f"0/{STEPS}" not in log_path.read_text() and launcher.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)  # rank 0's progress bar: the ranks train, with their SIGTERM handler on
+        if to == "launcher":
+            launcher.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(launcher.pid, signal.SIGTERM)
+        status = launcher.wait(timeout=300)
+    text = log_path.read_text()
+    assert status == 143, text[-4000:]
+    assert "SIGTERM at update" in text, text[-4000:]
+    manifests = list((out / "resume").glob("state-*.json"))
+    assert len(manifests) == 1 and not (out / "state.json").exists(), text[-4000:]
 
 
 @pytest.mark.slow

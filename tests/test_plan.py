@@ -89,7 +89,8 @@ def test_paper_plan_from_the_shipped_teacher_config(capsys):
     out = capsys.readouterr().out
     assert "teacher 8.19B" in out and "decoder 1.74B" in out and "→ fits" in out and "one phase:" in out
     # fp32 weights (2.98B) and AdamW's two moments of the trainable 2.36B, over 8 ranks
-    assert "resume state: 30.8 GB (3.8 GB written per rank;" in out and "warning_seconds (600)" in out
+    assert "resume state: 30.8 GB (3.8 GB written per rank, then read back and hashed by that rank" in out
+    assert "warning_seconds (600)" in out and "shutdown_timeout (300: torchrun's grace after a SIGTERM)" in out
     assert main(["plan", str(REPO / "config.yaml"), str(REPO / "configs" / "paper.yaml"), "--gpus", "8", "--students",
                  "2", "--teacher-config", str(REPO / "configs" / "teachers" / "qwen3-8b-base")]) == 0
     out = capsys.readouterr().out

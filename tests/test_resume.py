@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import (
     REPO,
@@ -299,6 +300,97 @@ def test_a_phase_keeps_its_own_states_beside_newer_ones_of_another_spec(tmp_path
     assert store.latest_step() is None
     store.save(4, model, optimizer, {"update": 4})
     assert store.latest_step() == 4
+
+def test_each_rank_hashes_only_its_own_shard_streamed_to_the_whole_files_digest(tmp_path, monkeypatch):
+    """A state of 4 ranks' shards (one larger than hashlib's chunk): rank r of a world of 2 opens only
+    shards r and r + 2, rank 0 also DCP's metadata and progress.json, none reads a file whole, and the
+    hashes of both ranks together are the SHA-256 of every whole file."""
+    import hashlib
+    import pathlib
+
+    from normgrow.train.resume import file_hashes
+
+    rng = np.random.default_rng(0)
+    names = [f"__{r}_0.distcp" for r in range(4)] + [".metadata", "progress.json"]
+    for index, name in enumerate(names):
+        (tmp_path / name).write_bytes(rng.bytes(3_000_000 if index == 1 else 1000 + index))
+    whole = {name: hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() for name in names}
+    opened, open_file = [], pathlib.Path.open
+
+    def record(path, *args, **kwargs):
+        opened.append(path.name)
+        return open_file(path, *args, **kwargs)
+
+    def whole_read(path):
+        raise AssertionError(f"{path.name} read whole")
+
+    monkeypatch.setattr(pathlib.Path, "open", record)
+    monkeypatch.setattr(pathlib.Path, "read_bytes", whole_read)
+    hashes = {}
+    for rank, own in ((0, {"__0_0.distcp", "__2_0.distcp", ".metadata", "progress.json"}),
+                      (1, {"__1_0.distcp", "__3_0.distcp"})):
+        opened.clear()
+        part = file_hashes(tmp_path, rank, world=2)
+        assert set(opened) == set(part) == own and len(opened) == len(own), rank
+        hashes |= part
+    assert hashes == whole
+    assert file_hashes(tmp_path) == whole  # a world of one hashes everything
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP in one process, no group
+def test_a_start_hashes_each_state_once(tmp_path, monkeypatch):
+    """A job's start asks for the newest state, then loads it: its files are hashed once, not twice."""
+    import hashlib
+    from pathlib import Path
+
+    import torch
+
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.resume import ResumeStore
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ResumeStore(tmp_path, {"phase": "p"}, Ranks(0, 1, torch.device("cpu"))).save(4, model, optimizer, {"update": 4})
+    hashed, digest = [], hashlib.file_digest
+
+    def record(file, *args, **kwargs):
+        hashed.append(Path(file.name).name)
+        return digest(file, *args, **kwargs)
+
+    monkeypatch.setattr(hashlib, "file_digest", record)
+    store = ResumeStore(tmp_path, {"phase": "p"}, Ranks(0, 1, torch.device("cpu")))
+    assert store.latest_step() == 4
+    assert store.load_latest(model, optimizer) == {"update": 4}
+    assert sorted(hashed) == [".metadata", "__0_0.distcp", "progress.json"]
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP in one process, no group
+def test_an_os_error_inside_dcp_save_is_a_retryable_state_not_saved(tmp_path, monkeypatch):
+    """DCP raises a write's OSError as a CheckpointException (a BaseException, on every rank): the store
+    raises StateNotSaved, which a retry resumes from (normgrow.train.attempts.RetryableError); another
+    failure inside DCP stays what it was."""
+    import torch
+    from torch.distributed.checkpoint import CheckpointException, filesystem
+
+    from normgrow.train.attempts import RetryableError
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.resume import ResumeStore, StateNotSaved
+
+    def broken_disk(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    store = ResumeStore(tmp_path, {"phase": "p"}, Ranks(0, 1, torch.device("cpu")))
+    monkeypatch.setattr(filesystem, "_write_files_from_queue", broken_disk)
+    with pytest.raises(StateNotSaved, match="state at update 4 could not be written") as raised:
+        store.save(4, model, optimizer, {"update": 4})
+    assert isinstance(raised.value, RetryableError) and isinstance(raised.value.__cause__, CheckpointException)
+    assert not (tmp_path / "state-4.json").exists()
+    monkeypatch.setattr(filesystem, "_write_files_from_queue", lambda *a, **k: 1 / 0)
+    with pytest.raises(CheckpointException):
+        store.save(5, model, optimizer, {"update": 5})
+
 
 # The runs the preempted workflow builds: a phase of every kind — growth, frozen earlier blocks, the
 # iterator reset, fresh data with an LR restart — and a diagnosed run (the CI config's post-grow).

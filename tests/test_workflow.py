@@ -202,9 +202,10 @@ def test_paper_config_dag_has_every_phase_of_every_run(tmp_path):
 
 def test_paper_dag_through_the_slurm_profile_gives_every_phase_its_gpus(tmp_path):
     """`snakemake --profile slurm results/paper` from the repository root, on the paper config: every
-    phase of every run is a cluster job with 8 GPUs and the configured CPUs, memory and runtime;
-    model jobs get one GPU. (That tables, figures and the report run locally is checked by the real
-    SLURM test: a dry run does not mark local rules.)"""
+    phase of every run is a cluster job with 8 GPUs on one node (sbatch --nodes=1: SLURM may not split
+    them 4 + 4) and the configured CPUs, memory and runtime; model jobs get one GPU on one node. (That
+    tables, figures and the report run locally is checked by the real SLURM test: a dry run does not mark
+    local rules.)"""
     paper = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
     command = [SNAKEMAKE, "--profile", "slurm", "--directory", str(tmp_path), "-n", "results/paper",
                "--configfile", str(REPO / "configs" / "paper.yaml")]
@@ -217,13 +218,14 @@ def test_paper_dag_through_the_slurm_profile_gives_every_phase_its_gpus(tmp_path
     for key, job in phases.items():
         resources = job.resources
         assert resources["gpu"] == str(train["gpus"]) == "8", key
+        assert resources["nodes"] == "1", key
         assert resources["cpus_per_gpu"] == str(train["cpus_per_gpu"]), key
         assert resources["mem_mb"] == str(train["mem_mb"]) and resources["runtime"] == str(train["runtime"]), key
         assert resources["slurm_extra"] == "--signal=TERM@600", key  # saves a state 10 min before the limit
         assert resources["attempt"] == "1", key  # what the job reads to know a retry (normgrow.train.attempts)
     for job in jobs:
         if job.rule in ("check_teacher", "diagnose"):
-            assert job.resources["gpu"] == "1", job
+            assert job.resources["gpu"] == "1" and job.resources["nodes"] == "1", job
 
 
 def test_the_site_template_through_the_slurm_profile_gives_each_job_its_partition_account_and_qos(tmp_path):

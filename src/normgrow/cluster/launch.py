@@ -22,31 +22,57 @@ import sys
 
 from normgrow.design.execution import JOB_FILE
 from normgrow.train.attempts import begin_attempt
+from normgrow.train.distributed import ASKED_GPUS
 from normgrow.train.trainer import Preempted, TrainingJob, train_phases
 
-RENDEZVOUS_PORT = 29500
+# The rendezvous port on the allocation's first node, per job (bash arithmetic on SLURM_JOB_ID), so that two
+# multi-node jobs that share a first node do not meet on one port.
+RENDEZVOUS_PORT = "$((29500 + SLURM_JOB_ID % 10000))"
 
 
-def torchrun_command(ranks_per_node: int, nodes: int, phase_args: list[str]) -> list[str]:
-    """The command line that starts `ranks_per_node × nodes` ranks of `normgrow.cli train-phase`."""
+def job_environment(gpus_per_node: int) -> dict[str, str]:
+    """What a training job adds to its ranks' environment: the GPUs per node it asked for (ASKED_GPUS); on
+    GPUs, the CUDA caching allocator's expandable segments (less fragmentation as the packed rows' widths
+    change from batch to batch), unless the user configured the allocator."""
+    environment = {ASKED_GPUS: str(gpus_per_node)}
+    if gpus_per_node and not {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"} & set(os.environ):
+        environment["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    return environment
+
+
+def torchrun_command(ranks_per_node: int, nodes: int, phase_args: list[str], shutdown_timeout: int,
+                     gpus_per_node: int = 0, cpus_per_gpu: int = 0) -> list[str]:
+    """The command line that starts `ranks_per_node × nodes` ranks of `normgrow.cli train-phase`.
+
+    After a SIGTERM, torchrun gives its ranks `shutdown_timeout` seconds (resources.train.shutdown_timeout;
+    torch's own default is 30) to save a resume state and exit before it kills them with SIGKILL. On several
+    nodes, the srun task of each node is given the node's `gpus_per_node` GPUs and their CPUs (0: a CPU job)."""
     train = ["-m", "normgrow.cli", "train-phase", *phase_args]
+    grace = f"--shutdown-timeout={shutdown_timeout}"
     if nodes == 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks_per_node}",
-                *train]
+                grace, *train]
     # SLURM_JOB_NODELIST is only set inside srun: the first node's name is read there.
     torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}",
-                f"--nproc_per_node={ranks_per_node}", "--rdzv_backend=c10d"]
+                f"--nproc_per_node={ranks_per_node}", "--rdzv_backend=c10d", grace]
     head = 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1'
     per_node = (f'exec {shlex.join(torchrun)} --rdzv_id="$SLURM_JOB_ID" '
                 f'--rdzv_endpoint="$({head}):{RENDEZVOUS_PORT}" {shlex.join(train)}')
-    return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash", "-c", per_node]
+    binding = ([f"--gpus-per-node={gpus_per_node}", f"--cpus-per-task={cpus_per_gpu * gpus_per_node}"]
+               if gpus_per_node else [])
+    return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", *binding, "--kill-on-bad-exit=1", "bash", "-c", per_node]
 
 
-def launch_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1, attempt: int = 1) -> int:
+def launch_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1, attempt: int = 1, *,
+                  shutdown_timeout: int, gpus_per_node: int = 0, cpus_per_gpu: int = 0) -> int:
     """Train the job (one phase, or a group on one teacher forward per batch) with `ranks_per_node × nodes`
     ranks; return the exit status (143: preempted, resume by rerunning). `attempt`: Snakemake's (1, or a
     retry's > 1): a retry restores the outputs of phases an earlier attempt finished, and fails at once
-    (PreviousAttemptFailed) after one that raised a Python exception (normgrow.train.attempts.begin_attempt)."""
+    (PreviousAttemptFailed) after one that raised a Python exception (normgrow.train.attempts.begin_attempt).
+    `shutdown_timeout`: torchrun's grace for the ranks after a SIGTERM (torchrun_command). `gpus_per_node`: what
+    the job asked for (resources.train.gpus), told to every rank (job_environment; a rank refuses to train on
+    fewer GPUs than its node's ranks); with `cpus_per_gpu`, the multi-node srun's binding."""
+    os.environ.update(job_environment(gpus_per_node))  # before CUDA is initialised, here and in the ranks
     print(f"{ranks_per_node} rank(s) per node on {nodes} node(s); "
           f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}; attempt {attempt}" +
           (f" in SLURM job {os.environ['SLURM_JOB_ID']}" if "SLURM_JOB_ID" in os.environ else ""), file=log, flush=True)
@@ -64,7 +90,7 @@ def launch_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1
     job_path = out / JOB_FILE
     job_path.write_text(json.dumps(job.to_json()))
     args = ["--job", str(job_path)]
-    command = torchrun_command(ranks_per_node, nodes, args)
+    command = torchrun_command(ranks_per_node, nodes, args, shutdown_timeout, gpus_per_node, cpus_per_gpu)
     print("launching:", " ".join(command), file=log, flush=True)
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     terminated = []

@@ -147,7 +147,8 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
             * config["data"]["max_length"], "naive_logits_gb": 4 * tokens * v / GB,
             # a resume state (normgrow.train.resume): fp32 weights (the frozen embedding too) and AdamW's two moments
             "resume_state_gb": students * (4 * counts["total"] + 8 * counts["trainable"]) / GB,
-            "warning_seconds": config["resources"]["train"]["warning_seconds"]}
+            "warning_seconds": config["resources"]["train"]["warning_seconds"],
+            "shutdown_timeout": config["resources"]["train"]["shutdown_timeout"]}
 
 
 def format_plan(p: dict) -> str:
@@ -166,8 +167,9 @@ def format_plan(p: dict) -> str:
               f"  (full fp32 logits of one micro-batch would be {p['naive_logits_gb']:.1f} GB)",
               f"tokens per phase: at most {p['tokens_per_phase_max']:,}",
               f"resume state: {p['resume_state_gb']:.1f} GB ({p['resume_state_gb'] / p['gpus']:.1f} GB written per "
-              f"rank; rank 0 then reads all of it for the SHA-256 manifest) — "
-              f"{p['resume_state_gb'] / WRITE_GB_PER_S:.0f} s at {WRITE_GB_PER_S:g} GB/s (assumed: time a save on "
-              f"your file system); resources.train.warning_seconds ({p['warning_seconds']}) must cover one update and "
-              "one save"]
+              f"rank, then read back and hashed by that rank for the SHA-256 manifest) — "
+              f"{2 * p['resume_state_gb'] / WRITE_GB_PER_S:.0f} s to write and read at {WRITE_GB_PER_S:g} GB/s "
+              f"(assumed: time a save on your file system); resources.train.warning_seconds ({p['warning_seconds']}) "
+              f"must cover one update and one save, resources.train.shutdown_timeout ({p['shutdown_timeout']}: "
+              "torchrun's grace after a SIGTERM) and the cluster's KillWait (preemption, scancel) one save"]
     return "\n".join(lines)

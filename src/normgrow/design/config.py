@@ -341,9 +341,12 @@ def is_hub_dataset(path: str) -> bool:
 
 
 def launch_ranks(config: dict) -> dict[str, int]:
-    """Training processes per node (default: one per GPU, 1 on CPU) and nodes (normgrow.cluster.launch)."""
+    """Training processes per node (default: one per GPU, 1 on CPU), nodes, torchrun's grace after a SIGTERM,
+    and the GPUs (with their CPUs) per node the job asked for (normgrow.cluster.launch.launch_phases)."""
     train = config["resources"]["train"]
-    return {"ranks_per_node": train["ranks_per_node"] or max(train["gpus"], 1), "nodes": train["nodes"]}
+    return {"ranks_per_node": train["ranks_per_node"] or max(train["gpus"], 1), "nodes": train["nodes"],
+            "shutdown_timeout": train["shutdown_timeout"], "gpus_per_node": train["gpus"],
+            "cpus_per_gpu": train["cpus_per_gpu"]}
 
 
 def training_ranks(config: dict) -> int:
@@ -365,7 +368,9 @@ def job_resources(config: dict, group: str, students: int = 1) -> dict:
     `students` times the memory and run time of one phase: an upper bound (the teacher and the
     batches are shared; the trace measures the GPU memory, normgrow.cluster.trace).
 
-    One node: `gpu` (sbatch --gpus) and `cpus_per_gpu`. Several nodes: an `mpi="srun"` job of one
+    One node: `gpu` (sbatch --gpus, a total for the job), `cpus_per_gpu` and `nodes=1`, so that SLURM cannot
+    split the GPUs over two nodes (4 + 4), where the job step's `srun --nodes=1 --gpus=N` would never be placed.
+    Several nodes: an `mpi="srun"` job of one
     task per node with `gres=gpu:N` per node — the plugin then does not wrap the job in srun and
     normgrow.cluster.launch starts torchrun on every node itself. A training job asks SLURM for SIGTERM
     `warning_seconds` before its time limit (`--signal=TERM@N`; its processes save a state on SIGTERM)."""
@@ -383,7 +388,7 @@ def job_resources(config: dict, group: str, students: int = 1) -> dict:
         if gpus:
             resources.update(gres=f"gpu:{gpus}", cpus_per_gpu=spec["cpus_per_gpu"])
     elif gpus:
-        resources.update(gpu=gpus, cpus_per_gpu=spec["cpus_per_gpu"])
+        resources.update(nodes=1, gpu=gpus, cpus_per_gpu=spec["cpus_per_gpu"])
     if spec.get("warning_seconds"):  # a phase saves its state on SIGTERM: send it before the time limit
         resources["slurm_extra"] = f"--signal=TERM@{spec['warning_seconds']}"
     return resources

@@ -14,7 +14,10 @@ error record — and never loses finished work:
   it. A retry of a job whose every rank left one fails at once with that error (the first attempt's:
   a refused retry records nothing), since an exception (an unsupported teacher, a NaN, a corrupted
   state) comes back on every retry; a rank that left none was killed (a peer's exception is then its
-  consequence), and the retry resumes.
+  consequence), and the retry resumes. Two kinds are told apart: an out-of-memory error refuses the
+  retries even when only its own rank recorded it (its peers are killed waiting for it, and a retry
+  replays the same batches on the same memory); a `RetryableError` (a resume state the file system
+  failed to write) is not recorded, so the retry resumes from the newest state.
 
 A first attempt (attempt 1: a fresh run, a rerun of changed inputs, `--forcerun`) drops both and
 trains: a user who forces a rerun gets the phase trained again. The finished record stays until then
@@ -35,6 +38,11 @@ from normgrow.design.execution import ERROR_FILES, FINISHED_DIR, PHASE_FILES, RE
 
 class PreviousAttemptFailed(RuntimeError):
     """A retry refused: the attempt before it failed with a Python exception, which a retry would repeat."""
+
+
+class RetryableError(RuntimeError):
+    """An error a retry need not repeat (the file system's, while a resume state is written): not recorded, so
+    that the retry resumes from the newest saved state."""
 
 
 def write_json_atomically(path: Path, data: dict) -> None:
@@ -122,12 +130,13 @@ def drop_finished(out: Path) -> None:
 
 # ------------------------------------------------------------------ error records
 
-def record_error(out: Path, error: BaseException) -> None:
+def record_error(out: Path, error: BaseException, alone: bool = False) -> None:
     """Record `error`, raised by this rank's phase in `out` (rank and world from torchrun's environment; a job
-    in one process is rank 0 of 1)."""
+    in one process is rank 0 of 1). `alone`: the error refuses the retries without the other ranks' records
+    (an out-of-memory error: its peers are killed waiting for it)."""
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     write_json_atomically(Path(out) / RESUME_DIR / ERROR_FILES.replace("*", str(rank)), {
-        "rank": rank, "world": world, "error": f"{type(error).__name__}: {error}",
+        "rank": rank, "world": world, "error": f"{type(error).__name__}: {error}", "alone": alone,
         "traceback": "".join(traceback.format_exception(error))})
 
 
@@ -143,8 +152,11 @@ def recorded_errors(out: Path) -> list[dict]:
 
 
 def failed_with_exception(records: list[dict]) -> bool:
-    """Whether the attempt that left `records` failed with a Python exception on every rank; a rank
-    without one was killed, and the others' exceptions (a lost peer) followed from it."""
+    """Whether the attempt that left `records` failed with a Python exception on every rank, or with one that
+    refuses the retries alone (record_error); otherwise a rank without one was killed, and the others'
+    exceptions (a lost peer) followed from it."""
+    if any(r.get("alone") for r in records):
+        return True
     return bool(records) and len({r.get("rank") for r in records}) >= max(r.get("world", 1) for r in records)
 
 
@@ -173,10 +185,11 @@ def begin_attempt(phases: list[tuple[Path, str]], attempt: int, log) -> bool:
     for out, _ in phases:
         records = recorded_errors(out)
         if failed_with_exception(records):
+            first = next((r for r in records if r.get("alone")), records[0])
             raise PreviousAttemptFailed(
                 f"attempt {attempt} of the phase in {out} is not run: the attempt before it failed with a Python "
                 "exception, which a retry would repeat (a retry resumes only after a stop: SIGTERM, a kill). "
-                f"Its error:\n{records[0]['traceback']}")
+                f"Its error:\n{first['traceback']}")
     finished = [verified_finished(out, spec_hash, log) for out, spec_hash in phases]
     if all(files is not None for files in finished):
         for (out, _), files in zip(phases, finished, strict=True):

@@ -32,6 +32,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from normgrow.train.data import Batch
 
 PRECISIONS = {"float32": None, "bfloat16": torch.bfloat16}
+ASKED_GPUS = "NORMGROW_GPUS_PER_NODE"  # set by the launcher (normgrow.cluster.launch): the job's GPUs per node
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,13 @@ class Ranks:
             dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def gather(self, value) -> list:
+        """Every rank's `value` (any picklable object), in rank order, on every rank."""
+        values = [value] * self.world
+        if self.world > 1:
+            dist.all_gather_object(values, value)
+        return values
+
     def barrier(self) -> None:
         if self.world > 1:
             dist.barrier()
@@ -90,9 +98,16 @@ class Ranks:
 def process_group():
     """The phase's process group: torchrun's (environment variables), or a world of one made here.
 
-    Yields `Ranks`; a group made here is destroyed on exit."""
+    Yields `Ranks`; a group made here is destroyed on exit. A job that asked for GPUs (ASKED_GPUS) and sees
+    fewer than its node's ranks is refused, rather than trained on the CPU until its time limit."""
     created = not dist.is_initialized()
     cuda = torch.cuda.is_available()
+    asked, local_ranks = int(os.environ.get(ASKED_GPUS) or 0), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    seen = torch.cuda.device_count() if cuda else 0
+    if asked and seen < local_ranks:
+        raise RuntimeError(f"this job asked for {asked} GPU(s) per node (resources.train.gpus) but sees {seen} for "
+                           f"{local_ranks} rank(s) on this node (CUDA_VISIBLE_DEVICES="
+                           f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}): refusing to train on the CPU")
     if cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     if created:

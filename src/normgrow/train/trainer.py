@@ -61,7 +61,7 @@ from normgrow.design.curriculum import (
 from normgrow.design.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Execution, shares_teacher_forward
 from normgrow.design.phase_record import COUNTERS, PhaseRecord, RunPosition
 from normgrow.model.student import BlockStackStudent
-from normgrow.train.attempts import drop_errors, keep_finished, record_error
+from normgrow.train.attempts import RetryableError, drop_errors, keep_finished, record_error
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import Ranks, process_group, shard_student
 from normgrow.train.evaluate import evaluate_students
@@ -188,11 +188,11 @@ def train_phases(job: TrainingJob, log=sys.stderr) -> list[PhaseRecord]:
             teacher.to(ranks.device)
             log = log if ranks.main else open(os.devnull, "w")
             return GroupTrainer(job.tasks, teacher, job.tokens, ranks, log).run()
-    except Preempted:
+    except (Preempted, RetryableError):
         raise
     except Exception as error:
         for task in job.tasks:
-            record_error(task.out, error)
+            record_error(task.out, error, alone=isinstance(error, torch.OutOfMemoryError))
         raise
 
 
@@ -449,6 +449,7 @@ class PhaseTrainer:
 
     def save_resume_state(self) -> None:
         self.progress.data = self.batches.at
+        self.faults.before_state()
         with self.own_rng():
             self.resume.save(self.progress.step, self.student, self.optimizer, self.progress.to_json())
 
