@@ -55,6 +55,15 @@ def test_the_shared_lr_is_the_one_whose_delta_joint_interval_lies_nearest_zero_n
     assert select(tuning_frame(grid)).shared == 0.01
 
 
+def test_the_shared_lr_is_chosen_by_the_parity_bound_not_by_the_mean_nearest_zero():
+    """A wide interval whose mean is exactly 0 loses to a tight one at +0.012: the point estimate alone (the
+    rule before 2026-12-04) would favour the noisy setting."""
+    grid = {lr: {cell: [4.0, 4.0, 4.0] for cell in CELLS} for lr in (0.001, 0.01)}
+    grid[0.001]["post-joint"] = [3.5, 4.0, 4.5]       # Δ_joint mean 0, interval about ±1.2
+    grid[0.01]["post-joint"] = [4.010, 4.012, 4.014]  # Δ_joint mean +0.012, interval about ±0.005
+    assert select(tuning_frame(grid)).shared == 0.01
+
+
 def test_the_plan_trains_each_cell_at_its_own_lr_and_all_four_at_the_shared_lr():
     selection = Selection((0.01, 0.02, 0.04), {"pre-joint": 0.01, "post-joint": 0.02, "pre-grow": 0.01,
                                                "post-grow": 0.04}, 0.02)
@@ -68,6 +77,13 @@ def test_a_reading_pairs_each_seed_across_its_cells_lrs():
     table = effects(wide)
     assert table["delta_joint"].tolist() == pytest.approx([0.01, 0.01])
     assert table["interaction"].tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_a_reading_leaves_out_a_seed_that_lacks_a_cell_at_its_lr():
+    confirm = pd.DataFrame([{"lr": 0.01, "seed": seed, "cell": cell, "ce": 4.0}
+                            for seed in (1, 2, 3) for cell in CELLS if (seed, cell) != (3, "post-grow")])
+    wide = reading(confirm, dict.fromkeys(CELLS, 0.01))
+    assert wide.index.tolist() == [1, 2] and not wide.isna().any().any()
 
 
 def test_pooling_two_teachers_that_agree_adds_no_between_teacher_variance():
@@ -93,6 +109,9 @@ def test_the_seeds_needed_put_the_expected_interval_inside_the_papers_size():
     (-0.005, 0.008, 2, NOT_SHOWN),      # fewer than three seeds never show parity
     (0.0014, 0.0014, 1, NOT_SHOWN),     # one seed: a point inside the margin is not parity
     (-0.0168, 0.0298, 6, NOT_SHOWN),    # an interval straddling the margin
+    (-0.02, -0.005, 8, NOT_SHOWN),      # straddling −m alone: neither inside nor outside
+    (0.05, 0.05, 1, NOT_SHOWN),         # one seed far outside the margin: too few seeds to show absence
+    (-0.05, -0.03, 2, NOT_SHOWN),
     (0.04, 0.12, 3, ABSENT),
     (-0.12, -0.04, 3, ABSENT),
 ])
