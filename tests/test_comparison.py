@@ -185,3 +185,45 @@ def test_the_confirmation_alone_selects_from_the_kept_tuning_as_the_tuning_did(t
     assert run.returncode == 0, run.stdout + run.stderr
     selection = tmp_path / "results" / "comparison" / "selection.json"
     assert json.loads(selection.read_text()) == json.loads((kept / "selection.json").read_text())
+
+
+def test_the_tuning_and_each_confirmation_train_their_own_seeds_under_their_own_teacher(tmp_path):
+    """The DAG workflow/comparison.smk builds (normgrow.paper.comparison's protocol, configs/comparison.yaml):
+    the tuning trains the tuning seeds under the first teacher, each confirmation the fresh seeds under its
+    own, each teacher pretrained from its own seed; every set of runs gets the common overrides, its teacher
+    (and its tokenizer), its LR and the pre-registered warm-up. From a kept tuning: no tuning run is trained
+    for the selection, which the confirmation's configs read."""
+    import os
+
+    import yaml
+    from conftest import REPO
+    from test_workflow import job_fields
+
+    c = yaml.safe_load((REPO / "configs" / "comparison.yaml").read_text())["comparison"]
+    kept = tmp_path / "kept.yaml"
+    kept.write_text("comparison: {tuning: docs/results/comparison/tuning.csv}\n")
+    out = "results/comparison"
+    targets = [f"{out}/teachers/A/config.yaml", f"{out}/teachers/B/config.yaml", f"{out}/tuning/lr0.01.phases.csv",
+               f"{out}/confirm/A/lr0.02.phases.csv", f"{out}/confirm/B/lr0.02.phases.csv"]
+    jobs = job_fields(tmp_path, [kept], targets, snakefile=REPO / "workflow" / "comparison.smk")
+    by_rule = {}  # rule → its first wildcard's value (lr, teacher or where) → job
+    for job in jobs:
+        by_rule.setdefault(job["rule"], {})[next(iter(job["wildcards"].values()), None)] = job
+
+    def teacher(name: str) -> str:
+        return os.path.join(os.path.realpath(tmp_path), out, "teachers", f"{name}.model")
+
+    assert by_rule["tuning_config"]["0.01"]["params"]["overrides"] == {
+        **c["common"], "teacher": {"name": teacher("A")}, "tokenizer": {"train": False},
+        "train": {"lr": 0.01, "warmup_fraction": c["warmup_fraction"]}, "seeds": c["tuning_seeds"],
+        "build": list(CELLS), "diagnostics": {"runs": []}}
+    assert c["tuning_seeds"] != c["fresh_seeds"] and c["teachers"]["A"] != c["teachers"]["B"]
+    for name in ("A", "B"):
+        confirm = [job for job in by_rule["confirm_config"].values() if job["wildcards"]["teacher"] == name]
+        assert len(confirm) == 1 and confirm[0]["params"]["seeds"] == c["fresh_seeds"], name
+        assert by_rule["teacher_config"][name]["params"]["overrides"] == {
+            **c["common"], "teacher": {"pretrain": {"seed": c["teachers"][name]}}}, name
+    runs = {where: job["input"] for where, job in by_rule["runs"].items()}
+    assert runs == {where: [f"{out}/{where}/config.yaml", f"{out}/teachers/{name}.model"]
+                    for where, name in (("tuning/lr0.01", "A"), ("confirm/A/lr0.02", "A"), ("confirm/B/lr0.02", "B"))}
+    assert list(by_rule["select"]) == [None]  # the selection, from the kept tuning: the only runs are the targets'
