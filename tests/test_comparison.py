@@ -227,3 +227,36 @@ def test_the_tuning_and_each_confirmation_train_their_own_seeds_under_their_own_
     assert runs == {where: [f"{out}/{where}/config.yaml", f"{out}/teachers/{name}.model"]
                     for where, name in (("tuning/lr0.01", "A"), ("confirm/A/lr0.02", "A"), ("confirm/B/lr0.02", "B"))}
     assert list(by_rule["select"]) == [None]  # the selection, from the kept tuning: the only runs are the targets'
+
+
+def test_a_confirmation_writes_its_own_teacher_and_the_fresh_seeds_into_its_runs_config(tmp_path):
+    """The config.yaml the nested workflow of a confirmation under the second teacher reads (the confirm_config
+    rule run for real, on the kept selection): teacher B's directory (not the tuning's A), the fresh seeds, the
+    cells of its LR in the plan (all four at the shared LR), the LR, the warm-up and the common overrides."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+    from conftest import REPO
+
+    c = yaml.safe_load((REPO / "configs" / "comparison.yaml").read_text())["comparison"]
+    kept = REPO / "docs" / "results" / "comparison"
+    out = tmp_path / "results" / "comparison"
+    out.mkdir(parents=True)
+    shutil.copy(kept / "selection.json", out)  # up to date: the select rule does not run
+    shared = json.loads((kept / "selection.json").read_text())["shared"]
+    target = f"results/comparison/confirm/B/lr{shared:g}/config.yaml"
+    snakemake = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "workflow" / "comparison.smk")]
+    run = subprocess.run([*snakemake, "--directory", str(tmp_path), "--cores", "1", "--config",
+                          f'comparison={{"tuning": "{kept / "tuning.csv"}"}}', "--", target],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "checkpoint select:" not in run.stdout + run.stderr and "rule confirm_config:" in run.stdout + run.stderr
+    assert yaml.safe_load((tmp_path / target).read_text()) == {
+        **c["common"], "teacher": {"name": os.path.join(os.path.realpath(out), "teachers", "B.model")},
+        "tokenizer": {"train": False}, "train": {"lr": shared, "warmup_fraction": c["warmup_fraction"]},
+        "seeds": c["fresh_seeds"], "build": list(CELLS), "diagnostics": {"runs": []}}
