@@ -20,12 +20,13 @@ from normgrow.paper.comparison import (
     CELLS,
     Estimate,
     Selection,
+    comparison_markdown,
+    conditional_pool,
     confirmatory,
     effects,
-    pooled,
     reading,
-    seeds_needed,
     select,
+    summary_markdown,
     verdict,
 )
 
@@ -86,22 +87,25 @@ def test_a_reading_leaves_out_a_seed_that_lacks_a_cell_at_its_lr():
     assert wide.index.tolist() == [1, 2] and not wide.isna().any().any()
 
 
-def test_pooling_two_teachers_that_agree_adds_no_between_teacher_variance():
-    estimate, tau2 = pooled([Estimate(-0.03, -0.05, -0.01, 8, 0.01), Estimate(-0.03, -0.05, -0.01, 8, 0.01)])
-    assert tau2 == 0 and estimate.mean == pytest.approx(-0.03)
-    assert estimate.high - estimate.low == pytest.approx(2 * 1.959964 * 0.01 / math.sqrt(2))
-
-
-def test_pooling_two_teachers_that_disagree_widens_the_interval_beyond_the_seeds_alone():
-    estimate, tau2 = pooled([Estimate(-0.06, 0, 0, 8, 0.005), Estimate(0.02, 0, 0, 8, 0.005)])
-    assert tau2 > 0
-    assert estimate.low < -0.05 and estimate.high > 0.01  # a fixed-effect interval would be ±0.007
-
-
-def test_the_seeds_needed_put_the_expected_interval_inside_the_papers_size():
-    n = seeds_needed(0.05, -0.0332)
+def test_pooling_two_teachers_is_a_fixed_effect_interval_with_t_at_the_pooled_degrees_of_freedom():
     from normgrow.paper.stats import t975
-    assert t975(n - 1) * 0.05 / math.sqrt(n) < 0.0332 <= t975(n - 2) * 0.05 / math.sqrt(n - 1)
+    estimate = conditional_pool([Estimate(-0.03, -0.05, -0.01, 8, 0.01), Estimate(-0.03, -0.05, -0.01, 8, 0.01)])
+    assert estimate.mean == pytest.approx(-0.03) and estimate.seeds == 16
+    assert estimate.high - estimate.low == pytest.approx(2 * t975(14) * 0.01 / math.sqrt(2))
+
+
+def test_two_teachers_pooled_are_labelled_conditional_on_them_and_verdicts_are_given_per_teacher():
+    def ce(seed: int, cell: str) -> float:
+        return 4 + (0.01 if "post" in cell else 0) + (seed * 7 + len(cell) * 3) % 5 / 1000
+
+    rows = [{"teacher": t, "lr": 0.02, "seed": seed, "cell": cell, "ce": ce(seed, cell)}
+            for t in ("A", "B") for seed in range(8) for cell in CELLS]
+    selection = Selection((0.02,), dict.fromkeys(CELLS, 0.02), 0.02)
+    table = confirmatory(pd.DataFrame(rows), selection, ["A", "B"])
+    text = comparison_markdown(table, selection, 0.01)
+    assert "pooled (conditional on these teachers)" in text and "random effects" not in text
+    assert "verdict, teacher A" in text and "verdict, teacher B" in text
+    assert "probability" in summary_markdown(table, selection, 0.01)
 
 
 @pytest.mark.parametrize(("low", "high", "seeds", "expected"), [

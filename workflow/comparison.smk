@@ -13,6 +13,7 @@ import sys
 import yaml
 
 sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
+from normgrow.paper import control  # noqa: E402
 from normgrow.paper.comparison import CELLS, Selection  # noqa: E402
 from normgrow.paper.roles import run_roles  # noqa: E402
 from normgrow.design.config import merge  # noqa: E402
@@ -40,7 +41,7 @@ include: "rules/nested.smk"
 wildcard_constraints:
     teacher="|".join(TEACHERS),
     lr="|".join(LRS),
-    where=r"tuning/lr[^/]+|confirm/[^/]+/lr[^/]+",
+    where=r"tuning/lr[^/]+|confirm/[^/]+/lr[^/]+|control/[^/]+/lr[^/]+",
 
 
 localrules:
@@ -50,6 +51,8 @@ localrules:
     teacher,
     tuning_config,
     confirm_config,
+    control_config,
+    control,
     runs,
 
 
@@ -72,7 +75,8 @@ def write_yaml(path, data):
 
 
 def run_teacher(wildcards):
-    """The teacher a set of runs distils from: the first for the tuning, the named one for a confirmation."""
+    """The teacher a set of runs distils from: the first for the tuning, the named one for a confirmation or a
+    control."""
     parts = wildcards.where.split("/")
     return teacher_dir(TEACHERS[0] if parts[0] == "tuning" else parts[1])
 
@@ -164,6 +168,47 @@ rule confirm_config:
     run:
         plan = {f"{lr:g}": cells for lr, cells in Selection.read(input.selection).plan().items()}
         write_yaml(output[0], run_overrides(wildcards.teacher, wildcards.lr, params.seeds, plan[wildcards.lr]))
+
+
+def control_runs(wildcards):
+    """The control's sets of runs, by teacher and LR, from the selection (normgrow.paper.control.plan)."""
+    plan = control.plan(Selection.read(checkpoints.select.get().output.selection))
+    return [f"{OUT}/control/{teacher}/lr{lr:g}.phases.csv" for teacher in TEACHERS for lr in plan]
+
+
+# The update-matched control (normgrow.paper.control): the 2 × 2 and the controls on the fresh seeds, per teacher
+# and LR, each set with the control's curricula and runs added.
+rule control_config:
+    input:
+        selection=f"{OUT}/selection.json",
+    output:
+        f"{OUT}/control/{{teacher}}/lr{{lr}}/config.yaml",
+    params:
+        seeds=C["fresh_seeds"],
+    run:
+        cells = control.plan(Selection.read(input.selection))[LRS[wildcards.lr]]
+        overrides = run_overrides(wildcards.teacher, wildcards.lr, params.seeds, cells)
+        runs = {cell: C["control"]["runs"][cell] for cell in cells if cell in C["control"]["runs"]}
+        write_yaml(output[0], merge(overrides, {"curricula": C["control"]["curricula"], "runs": runs}))
+
+
+rule control:
+    input:
+        selection=f"{OUT}/selection.json",
+        phases=control_runs,
+        checks=lambda wildcards: [path.replace(".phases.csv", ".check.json") for path in control_runs(wildcards)],
+    output:
+        table=f"{OUT}/control.md",
+        per_seed=f"{OUT}/control/per_seed.csv",
+        teachers=f"{OUT}/control/teachers.csv",
+    params:
+        teachers=TEACHERS,
+        lrs=LRS,
+        margin=C["margin"],
+    log:
+        f"logs/{C['name']}/control.log",
+    script:
+        "scripts/control.py"
 
 
 # One set of runs: the whole workflow in OUT/{where}/ (its own metadata and resume states, so that a rerun

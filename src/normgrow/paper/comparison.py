@@ -19,17 +19,23 @@ every run of it).
    Δ_grow = CE(post-grow) − CE(pre-grow) and the interaction Δ_grow − Δ_joint are formed per seed (the
    four cells of a seed share its initialisation and document order: paired), summarised per teacher
    by a 95% Student-t interval over the seeds.
-4. Pooling over teachers (`pooled`): a DerSimonian–Laird random-effects estimate. Each teacher's mean
-   is weighted by 1 / (its squared standard error + τ²), τ² the between-teacher variance beyond what
-   the seeds explain (method of moments, at least 0); the interval is ±1.96 standard errors. It widens
-   when the teachers disagree; with two teachers τ² rests on one degree of freedom, so the pooled
-   interval understates the teacher variation a third teacher could show.
+4. Per teacher first: each teacher's estimates and verdicts are the primary result. Pooled over the two
+   teachers (`conditional_pool`): the fixed-effect (inverse-variance) mean with a Student-t interval at the
+   pooled degrees of freedom Σ(n − 1) — conditional on these two teachers, never a claim over teachers: two
+   teachers cannot estimate a between-teacher variance (a claim over teachers needs enough teachers for it).
 5. Verdicts by size: Δ_joint by the parity rule; Δ_grow and the interaction "agree" only when the
    interval excludes 0 in the paper's direction (normgrow.paper.claims.direction_verdict), each with
    whether the paper's value lies inside the interval.
-6. Seeds needed (`seeds_needed`): from the confirmatory spread s of the per-seed interaction, the
-   smallest n with t_{0.975, n−1} · s / √n below |the paper's interaction|: the number of paired seeds
-   at which an interaction of the paper's size would be expected to have an interval clear of 0.
+6. Power (normgrow.paper.stats): from the confirmatory spread of the per-seed interaction, the probability
+   that the design's paired seeds under one teacher find an interaction of the paper's size clear of 0
+   (noncentral t), and the seeds 80% needs; for Δ_joint, the probability that a true tie is shown as
+   parity at the margin, under one teacher and pooled.
+
+Steps 4 and 6 were revised after the confirmation had been read (issue 60): the protocol pooled by a
+DerSimonian–Laird random-effects estimate with a normal critical value (with two teachers its τ² rests on one
+degree of freedom and was 0 in four of six cases: a fixed-effect interval under another name) and reported the
+seeds at which the interval's half-width equals the paper's interaction (about 57% power, not a sample size).
+No selection, seed, teacher or margin changed.
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.results import final_phases
 from normgrow.paper.roles import by_role
-from normgrow.paper.stats import mean_ci, t975
+from normgrow.paper.stats import mean_ci, parity_power, power_mean, seeds_for_power, t975
 from normgrow.paper.study import EFFECTS, LABELS
 
 CELLS = ("pre-joint", "post-joint", "pre-grow", "post-grow")
@@ -148,25 +154,15 @@ class Estimate:
         return f"{self.mean:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}]"
 
 
-def pooled(estimates: list[Estimate]) -> tuple[Estimate, float]:
-    """The DerSimonian–Laird random-effects estimate over teachers (module docstring, step 4) and τ²."""
-    y = [e.mean for e in estimates]
+def conditional_pool(estimates: list[Estimate]) -> Estimate:
+    """The fixed-effect (inverse-variance) mean over teachers with its 95% interval from Student's t at the pooled
+    degrees of freedom Σ(n − 1): conditional on these teachers, no claim over teachers (with two, a
+    between-teacher variance cannot be estimated)."""
     w = [1 / e.se ** 2 for e in estimates]
-    fixed = sum(wi * yi for wi, yi in zip(w, y, strict=True)) / sum(w)
-    q = sum(wi * (yi - fixed) ** 2 for wi, yi in zip(w, y, strict=True))
-    tau2 = max(0.0, (q - (len(y) - 1)) / (sum(w) - sum(wi ** 2 for wi in w) / sum(w)))
-    w_star = [1 / (e.se ** 2 + tau2) for e in estimates]
-    mean = sum(wi * yi for wi, yi in zip(w_star, y, strict=True)) / sum(w_star)
-    se = math.sqrt(1 / sum(w_star))
-    return Estimate(mean, mean - 1.959964 * se, mean + 1.959964 * se, sum(e.seeds for e in estimates), se), tau2
-
-
-def seeds_needed(spread: float, target: float) -> int:
-    """The smallest n ≥ 2 with t_{0.975, n−1} · spread / √n < |target| (module docstring, step 6)."""
-    n = 2
-    while t975(n - 1) * spread / math.sqrt(n) >= abs(target):
-        n += 1
-    return n
+    mean = sum(wi * e.mean for wi, e in zip(w, estimates, strict=True)) / sum(w)
+    se = math.sqrt(1 / sum(w))
+    half = t975(sum(e.seeds - 1 for e in estimates)) * se
+    return Estimate(mean, mean - half, mean + half, sum(e.seeds for e in estimates), se)
 
 
 def verdict(effect: str, estimate: Estimate, margin: float, paper: float) -> str:
@@ -179,7 +175,7 @@ def verdict(effect: str, estimate: Estimate, margin: float, paper: float) -> str
 
 
 def confirmatory(confirm: pd.DataFrame, selection: Selection, teachers: list[str]) -> pd.DataFrame:
-    """Per (reading, teacher, effect): the estimate over the fresh seeds; teacher "pooled" over teachers.
+    """Per (reading, teacher, effect): the estimate over the fresh seeds; teacher "pooled" conditional on them.
     `confirm` has the columns teacher, lr, seed, cell, ce."""
     rows = []
     for name in READINGS:
@@ -188,11 +184,9 @@ def confirmatory(confirm: pd.DataFrame, selection: Selection, teachers: list[str
             table = effects(reading(confirm[confirm["teacher"] == teacher], selection.lrs(name)))
             per_teacher[teacher] = {e: Estimate.of(table[e]) for e in EFFECTS}
             rows += [{"reading": name, "teacher": teacher, "effect": e, "estimate": per_teacher[teacher][e],
-                      "tau2": float("nan"), "spread": float(table[e].std(ddof=1))} for e in EFFECTS]
-        for e in EFFECTS:
-            estimate, tau2 = pooled([per_teacher[t][e] for t in teachers])
-            rows.append({"reading": name, "teacher": "pooled", "effect": e, "estimate": estimate, "tau2": tau2,
-                         "spread": float("nan")})
+                      "spread": float(table[e].std(ddof=1))} for e in EFFECTS]
+        rows += [{"reading": name, "teacher": "pooled", "effect": e, "spread": float("nan"),
+                  "estimate": conditional_pool([per_teacher[t][e] for t in teachers])} for e in EFFECTS]
     return pd.DataFrame(rows)
 
 
@@ -217,18 +211,47 @@ def tuning_markdown(tuning: pd.DataFrame, selection: Selection) -> str:
     return to_markdown([grid]) + "\n".join(lines) + "\n"
 
 
-def seeds_for_interaction(table: pd.DataFrame, reading_name: str) -> tuple[float, int]:
-    """The within-teacher spread of the per-seed interaction (root mean square over teachers) and the
-    paired seeds an interaction of the paper's size needs at that spread (`seeds_needed`)."""
-    rows = table[(table["reading"] == reading_name) & (table["effect"] == "interaction")
-                 & (table["teacher"] != "pooled")]
-    spread = math.sqrt(float((rows["spread"] ** 2).mean()))
-    return spread, seeds_needed(spread, paper_effects()["interaction"])
+@dataclass(frozen=True)
+class Power:
+    """What a reading's design can show (module docstring, step 6): the within-teacher spreads (root mean square
+    over teachers) of the per-seed interaction and Δ_joint, the seeds per teacher, the power for an interaction of
+    the paper's size and the seeds 80% needs, and the probability that a true tie shows parity."""
+
+    interaction_spread: float
+    joint_spread: float
+    seeds: int
+    teachers: int
+    interaction_power: float
+    seeds_for_80: int
+    parity_one: float
+    parity_pooled: float
+
+    @classmethod
+    def of(cls, table: pd.DataFrame, reading_name: str, margin: float) -> Power:
+        rows = table[(table["reading"] == reading_name) & (table["teacher"] != "pooled")]
+
+        def spread(effect: str) -> float:
+            return math.sqrt(float((rows[rows["effect"] == effect]["spread"] ** 2).mean()))
+
+        seeds = min(e.seeds for e in rows["estimate"])
+        teachers = rows["teacher"].nunique()
+        paper, joint = paper_effects()["interaction"], spread("delta_joint")
+        return cls(spread("interaction"), joint, seeds, teachers, power_mean(paper, spread("interaction"), seeds),
+                   seeds_for_power(paper, spread("interaction")), parity_power(margin, joint, seeds),
+                   parity_power(margin, joint, seeds * teachers, teachers * (seeds - 1)))
+
+    def text(self, margin: float) -> str:
+        paper = paper_effects()["interaction"]
+        return (f"At the seeds' spread of the interaction ({self.interaction_spread:.3f}), {self.seeds} paired seeds "
+                f"under one teacher find an interaction of the paper's size ({paper:+.4f}) clear of 0 with "
+                f"probability {self.interaction_power:.2f} (80% needs {self.seeds_for_80}); at Δ_joint's spread "
+                f"({self.joint_spread:.3f}) a true tie shows parity (±{margin:g}) with probability "
+                f"{self.parity_one:.2f} under one teacher, {self.parity_pooled:.2f} pooled over {self.teachers}.")
 
 
 def comparison_markdown(table: pd.DataFrame, selection: Selection, margin: float) -> str:
-    """Per reading: every effect per teacher and pooled, its verdict by size beside the paper's value, and
-    the seeds the interaction needs."""
+    """Per reading: every effect per teacher and pooled (conditional on the teachers), its verdict by size beside
+    the paper's value per teacher and pooled, and what the design has the power to show."""
     paper = paper_effects()
     out = []
     for name in READINGS:
@@ -238,44 +261,37 @@ def comparison_markdown(table: pd.DataFrame, selection: Selection, margin: float
         title = ("Each cell at its own LR" if name == "own" else "Every cell at the shared LR (the paper's protocol)")
         body = []
         for effect in EFFECTS:
-            by = {r["teacher"]: r for _, r in rows[rows["effect"] == effect].iterrows()}
-            pool = by["pooled"]
-            body.append([LABELS[effect], f"{paper[effect]:+.4f}",
-                         *(by[t]["estimate"].text() for t in teachers), pool["estimate"].text(),
-                         f"{pool['tau2']:.2g}", verdict(effect, pool["estimate"], margin, paper[effect])])
-        seeds = sorted({r["estimate"].seeds for _, r in rows[rows["teacher"] != "pooled"].iterrows()})
-        spread, needed = seeds_for_interaction(table, name)
-        grid = Grid(["effect", "paper", *(f"teacher {t}" for t in teachers), "pooled (random effects)", "τ²",
-                     "verdict (pooled)"], body)
-        out += [f"**{title}.**", "", f"LRs: {settings}; fresh seeds per teacher: {'/'.join(map(str, seeds))}.", "",
-                to_markdown([grid]).strip(), "",
-                f"Interaction spread over seeds (within teacher): {spread:.4f}; paired seeds for an interaction of "
-                f"the paper's size ({paper['interaction']:+.4f}) to be expected clear of 0 under one teacher: "
-                f"{needed}.", ""]
+            by = {r["teacher"]: r["estimate"] for _, r in rows[rows["effect"] == effect].iterrows()}
+            body.append([LABELS[effect], f"{paper[effect]:+.4f}", *(by[t].text() for t in [*teachers, "pooled"]),
+                         *(verdict(effect, by[t], margin, paper[effect]) for t in [*teachers, "pooled"])])
+        power = Power.of(table, name, margin)
+        grid = Grid(["effect", "paper", *(f"teacher {t}" for t in teachers), "pooled (conditional on these teachers)",
+                     *(f"verdict, teacher {t}" for t in teachers), "verdict, pooled"], body)
+        out += [f"**{title}.**", "", f"LRs: {settings}; fresh seeds per teacher: {power.seeds}.", "",
+                to_markdown([grid]).strip(), "", f"Power: {power.text(margin)}", ""]
     return "\n".join(out)
 
 
 def summary_markdown(table: pd.DataFrame, selection: Selection, margin: float) -> str:
-    """The answer in a few lines (the README's first screen): per reading, the pooled effects with their
-    verdicts by size, and the seeds the interaction needs."""
+    """The answer in a few lines (the README's first screen): per reading, each effect's verdict under each
+    teacher, the estimate pooled conditional on the teachers, and what the design has the power to show."""
     paper = paper_effects()
     lines = []
     for name in READINGS:
-        rows = table[(table["reading"] == name) & (table["teacher"] == "pooled")].set_index("effect")["estimate"]
-        teachers = table[(table["reading"] == name) & (table["teacher"] != "pooled")]["teacher"].nunique()
-        seeds = rows["interaction"].seeds // teachers
+        rows = table[table["reading"] == name]
+        teachers = [t for t in dict.fromkeys(rows["teacher"]) if t != "pooled"]
+        power = Power.of(table, name, margin)
         settings = ", ".join(f"{c} {lr:g}" for c, lr in selection.lrs(name).items()) if name == "own" else \
             f"LR {selection.shared:g} for all four"
         head = "Each cell at its own LR" if name == "own" else "The paper's protocol, one shared LR"
-        effects_text = "; ".join(f"{LABELS[e].split(' (')[0]} {rows[e].text()} "
-                                 f"({verdict(e, rows[e], margin, paper[e])})" for e in EFFECTS)
-        spread, needed = seeds_for_interaction(table, name)
-        lines.append(f"- **{head}** ({settings}; {seeds} fresh seeds × {teachers} teachers, pooled): {effects_text}. "
-                     f"At the seeds' spread ({spread:.3f}) an interaction of the paper's size needs {needed} paired "
-                     "seeds under one teacher to be expected clear of 0.")
+        parts = []
+        for e in EFFECTS:
+            by = {r["teacher"]: r["estimate"] for _, r in rows[rows["effect"] == e].iterrows()}
+            per = ", ".join(f"{t} {verdict(e, by[t], margin, paper[e]).split(';')[0]}" for t in teachers)
+            parts.append(f"{LABELS[e].split(' (')[0]} {by['pooled'].text()} pooled ({per})")
+        lines.append(f"- **{head}** ({settings}; {power.seeds} fresh seeds × {len(teachers)} teachers; pooled "
+                     f"conditional on these teachers, verdicts per teacher): {'; '.join(parts)}. {power.text(margin)}")
     return "\n".join(lines)
-
-
 def teacher_leads(confirm: pd.DataFrame, teachers: pd.DataFrame) -> dict[str, float]:
     """Per teacher: the smallest final CE of any confirmatory run minus the teacher's validation CE (the
     regime's teacher-lead condition over the 2 × 2). `teachers` has the columns teacher, validation_ce."""

@@ -25,3 +25,39 @@ def mean_ci(values: pd.Series) -> tuple[float, float, float]:
         return mean, mean, mean
     half = t975(n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
     return mean, mean - half, mean + half
+
+
+def power_mean(effect: float, spread: float, n: int) -> float:
+    """The power of n paired seeds to find a true mean difference `effect` clear of 0: the probability that the
+    95% t-interval of the mean excludes 0, for per-seed differences of standard deviation `spread`
+    (noncentral t with n − 1 degrees of freedom and noncentrality effect·√n / spread)."""
+    from scipy.stats import nct
+
+    critical, noncentrality = t975(n - 1), abs(effect) * math.sqrt(n) / spread
+    return float(nct.sf(critical, n - 1, noncentrality) + nct.cdf(-critical, n - 1, noncentrality))
+
+
+def seeds_for_power(effect: float, spread: float, target: float = 0.8) -> int:
+    """The fewest paired seeds (≥ 2) whose power (power_mean) reaches `target`."""
+    n = 2
+    while power_mean(effect, spread, n) < target:
+        n += 1
+    return n
+
+
+def parity_power(margin: float, spread: float, n: int, df: int | None = None) -> float:
+    """The probability that the 95% t-interval of a mean of n values (standard deviation `spread`, the interval's
+    degrees of freedom `df`, n − 1 unless given) lies inside ±margin when the true mean is 0: what a parity rule
+    at that margin can show for a true tie. Exact, by integrating over the sample standard deviation."""
+    from scipy.integrate import quad
+    from scipy.stats import chi2, norm
+
+    df = n - 1 if df is None else df
+    critical, se = t975(df), spread / math.sqrt(n)
+
+    def inside(q: float) -> float:  # q = df·s²/σ², chi-square with df degrees of freedom
+        room = margin - critical * se * math.sqrt(q / df)
+        return (2 * norm.cdf(room / se) - 1) * chi2.pdf(q, df) if room > 0 else 0.0
+
+    upper = df * (margin / (critical * se)) ** 2  # beyond it the interval alone is wider than the margin
+    return float(quad(inside, 0, upper, limit=200)[0])
