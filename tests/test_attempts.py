@@ -29,6 +29,8 @@ from normgrow.train.attempts import (
     keep_finished,
     record_error,
     recorded_errors,
+    restore_finished,
+    verified_finished,
 )
 
 DECLARED = ("student.safetensors", "state.json", "train.csv", "eval.csv")
@@ -68,6 +70,55 @@ def test_a_retry_restores_a_finished_phase_whose_outputs_snakemake_deleted(tmp_p
     assert "restored the outputs" in log.getvalue()
     delete_outputs(out)  # the record stays: a later retry (killed again) restores again
     assert begin_attempt([(out, "spec")], 3, io.StringIO()) is True and contents(out) == want
+
+
+def test_a_phase_without_snapshots_is_restored_with_its_empty_snapshots_directory(tmp_path):
+    """The embedded default keeps no snapshots, but snapshots/ is a declared output: the restore makes it."""
+    out = fake_phase(tmp_path / "phase")
+    (out / "snapshots" / "step2.safetensors").unlink()
+    keep_finished(out, "spec")
+    delete_outputs(out)
+    assert begin_attempt([(out, "spec")], 2, io.StringIO()) is True
+    assert (out / "snapshots").is_dir() and not any((out / "snapshots").iterdir())
+    assert (out / "state.json").read_text() == "weights state.json"
+
+
+def test_a_retry_restores_over_outputs_a_later_attempt_left_behind(tmp_path):
+    """Outputs still there (a later attempt's, cut short) are replaced by the finished record's."""
+    out = fake_phase(tmp_path / "phase")
+    want = contents(out)
+    keep_finished(out, "spec")
+    for name in ("train.csv", "state.json"):
+        (out / name).unlink()
+        (out / name).write_text("a later attempt's")
+    assert begin_attempt([(out, "spec")], 2, io.StringIO()) is True
+    assert contents(out) == want
+
+
+def test_the_restore_links_state_json_last(tmp_path, monkeypatch):
+    """state.json is what the next jobs read as the phase's end: it comes back after every other file, in
+    whatever order the record lists them."""
+    out = fake_phase(tmp_path / "phase")
+    keep_finished(out, "spec")
+    delete_outputs(out)
+    files = verified_finished(out, "spec", io.StringIO())
+    linked = []
+    link = Path.hardlink_to
+    monkeypatch.setattr(Path, "hardlink_to", lambda self, target: (linked.append(self.name), link(self, target)))
+    restore_finished(out, {"state.json": files["state.json"], **files})
+    assert linked[-1] == "state.json" and sorted(linked) == sorted(Path(name).name for name in files)
+
+
+def test_a_phase_that_finishes_again_replaces_its_finished_record(tmp_path):
+    """A record of another spec (not restored: the phase trained again) gives way to the new one."""
+    out = fake_phase(tmp_path / "phase", "old")
+    keep_finished(out, "old spec")
+    delete_outputs(out)
+    fake_phase(out, "new")
+    keep_finished(out, "new spec")
+    delete_outputs(out)
+    assert begin_attempt([(out, "new spec")], 2, io.StringIO()) is True
+    assert (out / "state.json").read_text() == "new state.json"
 
 
 def test_a_first_attempt_drops_the_finished_record_and_trains(tmp_path):
@@ -164,23 +215,24 @@ def setup(tmp_path_factory) -> dict:
     return {"root": root, "config": config}
 
 
-def phase_task(setup: dict, out: Path):
+def phase_task(setup: dict, out: Path, snapshots: int = 2):
     from normgrow.design.curriculum import phase_spec
     from normgrow.design.execution import Execution
     from normgrow.train.trainer import PhaseTask
 
     config = setup["config"]
-    return PhaseTask(phase_spec(config, "post-freeze", 5, 0), Execution.from_config(config, 2), None, out)
+    return PhaseTask(phase_spec(config, "post-freeze", 5, 0), Execution.from_config(config, snapshots), None, out)
 
 
-def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher", gpus: int = 0) -> tuple[int, str]:
+def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher", gpus: int = 0,
+           snapshots: int = 2) -> tuple[int, str]:
     import torch
 
     from normgrow.cluster.launch import launch_phases
     from normgrow.train.trainer import TrainingJob
 
     log, threads = io.StringIO(), torch.get_num_threads()
-    job = TrainingJob((phase_task(setup, out),), str(setup["root"] / teacher), setup["root"] / "tokens")
+    job = TrainingJob((phase_task(setup, out, snapshots),), str(setup["root"] / teacher), setup["root"] / "tokens")
     try:
         status = launch_phases(job, log, attempt=attempt, shutdown_timeout=SHUTDOWN_TIMEOUT, gpus_per_node=gpus)
     finally:
@@ -204,6 +256,19 @@ def test_a_retry_of_a_job_killed_after_its_phase_finished_restores_it_and_a_forc
     assert phase_outputs(out) == want
     status, log = launch(setup, out, attempt=1)  # --forcerun: Snakemake deleted nothing of resume/
     assert status == 0 and "validation CE" in log and "restored" not in log
+    assert phase_outputs(out) == want
+
+
+def test_a_retry_restores_a_phase_that_kept_no_snapshots_with_its_empty_snapshots_directory(setup):
+    """The embedded default's phases keep no snapshots: the TIMEOUT race's retry restores such a phase, its
+    declared snapshots/ directory empty, without training."""
+    out = setup["root"] / "no-snapshots"
+    status, _ = launch(setup, out, attempt=1, snapshots=0)
+    assert status == 0 and not any((out / "snapshots").iterdir())
+    want = phase_outputs(out)
+    delete_outputs(out)
+    status, log = launch(setup, out, attempt=2, snapshots=0)
+    assert status == 0 and "restored the outputs" in log and "validation CE" not in log
     assert phase_outputs(out) == want
 
 

@@ -62,3 +62,10 @@ def test_the_teachers_lead_is_over_the_best_joint_run_of_any_seed_not_the_mean()
     per_seed = grid({"close": (1e-2, [3.2, 3.5, 3.5], [3.5, 3.5, 3.5])})
     row = summarise(per_seed).iloc[0]
     assert row["teacher_lead"] == pytest.approx(0.2) and not row["keeps_lead"]
+
+
+def test_parity_is_judged_at_the_configured_margin():
+    """Δ_joint's interval about [+0.018, +0.022]: outside ±0.01 (absent), inside ±0.05 (shown)."""
+    per_seed = grid({"a": (1e-3, [4.0, 4.0, 4.0], [4.019, 4.02, 4.021])})
+    assert summarise(per_seed)["parity"].iloc[0] == "absent"
+    assert summarise(per_seed, margin=0.05)["parity"].iloc[0] == "shown"

@@ -56,6 +56,15 @@ def test_the_shared_lr_is_the_one_whose_delta_joint_interval_lies_nearest_zero_n
     assert select(tuning_frame(grid)).shared == 0.01
 
 
+def test_the_shared_lr_is_chosen_by_the_parity_bound_not_by_the_mean_nearest_zero():
+    """A wide interval whose mean is exactly 0 loses to a tight one at +0.012: the point estimate alone (the
+    rule before 2026-12-04) would favour the noisy setting."""
+    grid = {lr: {cell: [4.0, 4.0, 4.0] for cell in CELLS} for lr in (0.001, 0.01)}
+    grid[0.001]["post-joint"] = [3.5, 4.0, 4.5]       # Δ_joint mean 0, interval about ±1.2
+    grid[0.01]["post-joint"] = [4.010, 4.012, 4.014]  # Δ_joint mean +0.012, interval about ±0.005
+    assert select(tuning_frame(grid)).shared == 0.01
+
+
 def test_the_plan_trains_each_cell_at_its_own_lr_and_all_four_at_the_shared_lr():
     selection = Selection((0.01, 0.02, 0.04), {"pre-joint": 0.01, "post-joint": 0.02, "pre-grow": 0.01,
                                                "post-grow": 0.04}, 0.02)
@@ -69,6 +78,13 @@ def test_a_reading_pairs_each_seed_across_its_cells_lrs():
     table = effects(wide)
     assert table["delta_joint"].tolist() == pytest.approx([0.01, 0.01])
     assert table["interaction"].tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_a_reading_leaves_out_a_seed_that_lacks_a_cell_at_its_lr():
+    confirm = pd.DataFrame([{"lr": 0.01, "seed": seed, "cell": cell, "ce": 4.0}
+                            for seed in (1, 2, 3) for cell in CELLS if (seed, cell) != (3, "post-grow")])
+    wide = reading(confirm, dict.fromkeys(CELLS, 0.01))
+    assert wide.index.tolist() == [1, 2] and not wide.isna().any().any()
 
 
 def test_pooling_two_teachers_is_a_fixed_effect_interval_with_t_at_the_pooled_degrees_of_freedom():
@@ -97,6 +113,9 @@ def test_two_teachers_pooled_are_labelled_conditional_on_them_and_verdicts_are_g
     (-0.005, 0.008, 2, NOT_SHOWN),      # fewer than three seeds never show parity
     (0.0014, 0.0014, 1, NOT_SHOWN),     # one seed: a point inside the margin is not parity
     (-0.0168, 0.0298, 6, NOT_SHOWN),    # an interval straddling the margin
+    (-0.02, -0.005, 8, NOT_SHOWN),      # straddling −m alone: neither inside nor outside
+    (0.05, 0.05, 1, NOT_SHOWN),         # one seed far outside the margin: too few seeds to show absence
+    (-0.05, -0.03, 2, NOT_SHOWN),
     (0.04, 0.12, 3, ABSENT),
     (-0.12, -0.04, 3, ABSENT),
 ])
@@ -170,3 +189,78 @@ def test_the_confirmation_alone_selects_from_the_kept_tuning_as_the_tuning_did(t
     assert run.returncode == 0, run.stdout + run.stderr
     selection = tmp_path / "results" / "comparison" / "selection.json"
     assert json.loads(selection.read_text()) == json.loads((kept / "selection.json").read_text())
+
+
+def test_the_tuning_and_each_confirmation_train_their_own_seeds_under_their_own_teacher(tmp_path):
+    """The DAG workflow/comparison.smk builds (normgrow.paper.comparison's protocol, configs/comparison.yaml):
+    the tuning trains the tuning seeds under the first teacher, each confirmation the fresh seeds under its
+    own, each teacher pretrained from its own seed; every set of runs gets the common overrides, its teacher
+    (and its tokenizer), its LR and the pre-registered warm-up. From a kept tuning: no tuning run is trained
+    for the selection, which the confirmation's configs read."""
+    import os
+
+    import yaml
+    from conftest import REPO
+    from test_workflow import job_fields
+
+    c = yaml.safe_load((REPO / "configs" / "comparison.yaml").read_text())["comparison"]
+    kept = tmp_path / "kept.yaml"
+    kept.write_text("comparison: {tuning: docs/results/comparison/tuning.csv}\n")
+    out = "results/comparison"
+    targets = [f"{out}/teachers/A/config.yaml", f"{out}/teachers/B/config.yaml", f"{out}/tuning/lr0.01.phases.csv",
+               f"{out}/confirm/A/lr0.02.phases.csv", f"{out}/confirm/B/lr0.02.phases.csv"]
+    jobs = job_fields(tmp_path, [kept], targets, snakefile=REPO / "workflow" / "comparison.smk")
+    by_rule = {}  # rule → its first wildcard's value (lr, teacher or where) → job
+    for job in jobs:
+        by_rule.setdefault(job["rule"], {})[next(iter(job["wildcards"].values()), None)] = job
+
+    def teacher(name: str) -> str:
+        return os.path.join(os.path.realpath(tmp_path), out, "teachers", f"{name}.model")
+
+    assert by_rule["tuning_config"]["0.01"]["params"]["overrides"] == {
+        **c["common"], "teacher": {"name": teacher("A")}, "tokenizer": {"train": False},
+        "train": {"lr": 0.01, "warmup_fraction": c["warmup_fraction"]}, "seeds": c["tuning_seeds"],
+        "build": list(CELLS), "diagnostics": {"runs": []}}
+    assert c["tuning_seeds"] != c["fresh_seeds"] and c["teachers"]["A"] != c["teachers"]["B"]
+    for name in ("A", "B"):
+        confirm = [job for job in by_rule["confirm_config"].values() if job["wildcards"]["teacher"] == name]
+        assert len(confirm) == 1 and confirm[0]["params"]["seeds"] == c["fresh_seeds"], name
+        assert by_rule["teacher_config"][name]["params"]["overrides"] == {
+            **c["common"], "teacher": {"pretrain": {"seed": c["teachers"][name]}}}, name
+    runs = {where: job["input"] for where, job in by_rule["runs"].items()}
+    assert runs == {where: [f"{out}/{where}/config.yaml", f"{out}/teachers/{name}.model"]
+                    for where, name in (("tuning/lr0.01", "A"), ("confirm/A/lr0.02", "A"), ("confirm/B/lr0.02", "B"))}
+    assert list(by_rule["select"]) == [None]  # the selection, from the kept tuning: the only runs are the targets'
+
+
+def test_a_confirmation_writes_its_own_teacher_and_the_fresh_seeds_into_its_runs_config(tmp_path):
+    """The config.yaml the nested workflow of a confirmation under the second teacher reads (the confirm_config
+    rule run for real, on the kept selection): teacher B's directory (not the tuning's A), the fresh seeds, the
+    cells of its LR in the plan (all four at the shared LR), the LR, the warm-up and the common overrides."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+    from conftest import REPO
+
+    c = yaml.safe_load((REPO / "configs" / "comparison.yaml").read_text())["comparison"]
+    kept = REPO / "docs" / "results" / "comparison"
+    out = tmp_path / "results" / "comparison"
+    out.mkdir(parents=True)
+    shutil.copy(kept / "selection.json", out)  # up to date: the select rule does not run
+    shared = json.loads((kept / "selection.json").read_text())["shared"]
+    target = f"results/comparison/confirm/B/lr{shared:g}/config.yaml"
+    snakemake = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "workflow" / "comparison.smk")]
+    run = subprocess.run([*snakemake, "--directory", str(tmp_path), "--cores", "1", "--config",
+                          f'comparison={{"tuning": "{kept / "tuning.csv"}"}}', "--", target],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "checkpoint select:" not in run.stdout + run.stderr and "rule confirm_config:" in run.stdout + run.stderr
+    assert yaml.safe_load((tmp_path / target).read_text()) == {
+        **c["common"], "teacher": {"name": os.path.join(os.path.realpath(out), "teachers", "B.model")},
+        "tokenizer": {"train": False}, "train": {"lr": shared, "warmup_fraction": c["warmup_fraction"]},
+        "seeds": c["fresh_seeds"], "build": list(CELLS), "diagnostics": {"runs": []}}

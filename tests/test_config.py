@@ -16,6 +16,8 @@ from normgrow.design.config import (
     check_teacher_files,
     job_resources,
     launch_ranks,
+    pretrain_recipe,
+    pretrain_seed,
     rank_batch_size,
     train_docs_required,
     validate_config,
@@ -487,3 +489,31 @@ def test_a_cached_hub_teacher_is_checked_and_one_not_cached_is_left_to_the_jobs(
     assert teacher_error(config).startswith("teacher.name: 'someone/gemma-like'")
     config["teacher"]["name"] = "someone/not-cached"
     check_teacher_files(config, PREFIXES)
+
+
+def test_a_cached_hub_teacher_is_checked_at_its_revision(raw, tmp_path, monkeypatch):
+    """teacher.revision names the snapshot the dry run reads: the default branch's is an unsupported family, the
+    pinned commit's a supported one."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    repo = tmp_path / "hub" / "models--someone--two-snapshots"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    (repo / "snapshots").mkdir()
+    local_teacher(repo / "snapshots" / ("0" * 40), "made_up_decoder")
+    local_teacher(repo / "snapshots" / ("1" * 40), next(iter(PREFIXES)))
+    config = validate_config(merge(raw, {"teacher": {"name": "someone/two-snapshots"}}), SCHEMA)
+    assert "'made_up_decoder'" in teacher_error(config)
+    config["teacher"]["revision"] = "1" * 40
+    check_teacher_files(config, PREFIXES)
+
+
+def test_the_teachers_pretraining_seed_is_its_own_or_the_split_seed(raw):
+    """teacher.pretrain.seed, else data.split_seed; the recipe (the other params of pretrain_teacher) is the
+    same whatever the seed, so that a config leaving it unset keeps its params."""
+    config = validate_config(merge(raw, {"data": {"split_seed": 42}}), SCHEMA)
+    seeded = validate_config(merge(raw, {"data": {"split_seed": 42}, "teacher": {"pretrain": {"seed": 1042}}}),
+                             SCHEMA)
+    assert pretrain_seed(config) == 42 and pretrain_seed(seeded) == 1042
+    assert "seed" not in pretrain_recipe(seeded) and pretrain_recipe(seeded) == pretrain_recipe(config)

@@ -245,3 +245,12 @@ def test_the_figure_draws_each_subject_against_updates_beside_its_threshold(tmp_
     assert [(ax.get_xscale(), ax.get_yscale()) for ax in panels] == [("log", "log"), ("log", "linear"),
                                                                     ("log", "log")]
     assert all(ax.get_xlabel() == "training updates" and ax.get_legend() is not None for ax in panels)
+
+
+def test_formed_at_is_the_first_snapshot_that_formed_not_the_last():
+    """The teacher forms at update 200 and stays formed at 400."""
+    probe = {"snapshots": [{"step": s, "validation_ce": 4.0,
+                            "layers": [layer(1, 2.0, attention), layer(2, massive, 0.05)]}
+                           for s, massive, attention in ((100, 5.0, 0.1), (200, 30.0, 0.4), (400, 40.0, 0.5))]}
+    table = summary(formation_rows("s", {"teacher_snapshots": probe}))
+    assert table.set_index("subject").loc["teacher", "formed_at"] == 200

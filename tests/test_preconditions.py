@@ -205,3 +205,27 @@ def test_the_first_update_ce_is_the_first_row_of_a_phases_train_log(tmp_path):
     assert first_update_ce(tmp_path) == 512.5
     (tmp_path / "train.csv").write_text("")  # a phase that logged no update
     assert math.isnan(first_update_ce(tmp_path))
+
+
+def test_a_common_start_is_not_recorded_when_one_curriculum_lacks_its_first_update():
+    """pre-grow's phases collected before the first update's CE (NaN), the joint runs' recorded: one
+    curriculum missing is enough to leave the common start unmeasured."""
+    full = results_of()
+    phases = full.phases.copy()
+    phases.loc[phases["run"] == "pre-grow", "first_update_ce"] = float("nan")
+    start = by_name(context(Results(phases))["preconditions"])["a common start"]
+    assert start.in_regime is None and start.ours.startswith("not recorded")
+
+
+def test_baseline_parity_counts_only_the_seeds_both_joint_runs_have():
+    """post-joint lacks seed 3: Δ_joint has two seeds, too few to show parity, however tight."""
+    phases = results_of(joint=(3.00, 3.001), grow=(2.90, 2.80), noise=0.01).phases
+    phases = phases[~((phases["run"] == "post-joint") & (phases["seed"] == 3))]
+    tie = by_name(context(Results(phases))["preconditions"])["baseline parity"]
+    assert tie.in_regime is None and "(2 seeds)" in tie.ours
+
+
+def test_baseline_parity_states_the_interaction_as_delta_grow_minus_delta_joint():
+    """Δ_joint +0.005 and Δ_grow −0.100: the interaction Δ_grow − Δ_joint is −0.105."""
+    tie = by_name(context(results_of(joint=(3.00, 3.005), grow=(2.90, 2.80)))["preconditions"])["baseline parity"]
+    assert tie.ours.endswith("against |interaction| 0.1050"), tie.ours

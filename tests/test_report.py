@@ -186,3 +186,24 @@ def test_the_rms_distributions_show_each_grow_run_at_its_latest_checkpoint(tmp_p
     chosen = final_reports([first, second], roles)
     assert list(chosen) == ["pre-grow", "post-grow"]
     assert chosen["pre-grow"] == report("a", 1, 30) and chosen["post-grow"] == report("b", 1, 40)
+
+
+@pytest.mark.parametrize(("seeds", "warning"), [(1, "One seed: "), (2, "2 seeds: "), (3, None)])
+def test_the_report_warns_under_three_seeds_that_it_cannot_show_parity(seeds, warning):
+    """Parity and the interaction need an interval over at least MIN_PARITY_SEEDS (3) paired seeds: one or two
+    seeds put the warning at the top of the report, three do not."""
+    import pandas as pd
+
+    from normgrow.paper.document import Paragraph
+    from normgrow.paper.reference import paper_reference
+    from normgrow.paper.report import report_document
+
+    context = {"far": False, "scale": dict.fromkeys(paper_reference()["scale"], "-"), "regime": [],
+               "preconditions": [], "massive": pd.DataFrame(columns=["model"]), "outside": [], "unmeasured": [],
+               "claims": [], "margin": 0.01, "tables": [], "seeds": seeds, "not_built": {}, "schematics": [],
+               "figures": [], "config": {},
+               "provenance": {"git commit": "abc", "packages": {}, "data": {}, "hub": {}, "code": [],
+                              "current code": {"digest": "x", "torch": "t", "transformers": "t"}, "code warning": ""}}
+    warnings = [b.text for b in report_document(context) if isinstance(b, Paragraph) and b.kind == "warning"]
+    few = [w for w in warnings if "cannot show parity" in w]
+    assert (few == []) if warning is None else (len(few) == 1 and few[0].startswith(warning)), warnings

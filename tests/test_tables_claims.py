@@ -10,8 +10,10 @@ from normgrow.paper.claims import (
     INCONCLUSIVE,
     NOT_CHECKED,
     check_claims,
+    describe,
     equivalence_verdict,
     sign_verdict,
+    sized,
 )
 from normgrow.paper.reference import paper_reference as ref
 from normgrow.paper.results import NotBuilt, Results
@@ -197,6 +199,46 @@ def test_crossover_accepts_a_phase0_difference_within_the_margin(phase0):
     phases.loc[(phases["run"] == "post-grow") & (phases["phase"] == 0), "ce"] = pre0 + 0.0283  # far behind: no tie
     claims = {c.name.split(" ")[0]: c.verdict for c in check_claims(Results(phases), pd.DataFrame(), 0.01)}
     assert claims["crossover"] == DISAGREES
+
+
+def test_the_crossover_judges_phase_0_around_the_papers_delta_0_not_around_zero():
+    """A phase-0 Δ of +0.013 is within ±0.01 of the paper's +0.0044 (post − pre, Table 2), though not of 0
+    nor of −0.0044."""
+    phases = fixture(grow=(2.90, 2.80))
+    pre0 = phases.loc[(phases["run"] == "pre-grow") & (phases["phase"] == 0), "ce"].iloc[0]
+    phases.loc[(phases["run"] == "post-grow") & (phases["phase"] == 0), "ce"] = pre0 + 0.013
+    phases.loc[(phases["run"] == "post-grow") & (phases["phase"] == 1), "ce"] = 3.1
+    claim = next(c for c in check_claims(Results(phases), pd.DataFrame(), 0.01) if c.name.startswith("crossover"))
+    assert claim.verdict == AGREES and "the paper's +0.0044" in claim.name
+
+
+def test_delta_grow_and_the_interaction_are_each_set_beside_their_own_papers_value():
+    """Δ_grow's interval [−0.0330, −0.0326] holds the paper's Δ_grow (−0.0328) but not its interaction
+    (−0.0332): the claims say so, each against its own value (Δ_joint 0 here, so both intervals are one)."""
+    phases = fixture(grow=(2.90, 2.90 - 0.0328))
+    final = (phases["run"] == "post-grow") & (phases["phase"] == 2)
+    phases.loc[final, "ce"] += phases.loc[final, "seed"].map({1: -0.0001, 2: 0.0, 3: 0.0001})
+    claims = {c.name.split(" ")[0]: c for c in check_claims(Results(phases), pd.DataFrame(), 0.01)}
+    assert claims["Δ_grow"].ours.endswith("; paper's value inside"), claims["Δ_grow"].ours
+    assert claims["interaction"].ours.endswith("; paper's value outside"), claims["interaction"].ours
+
+
+def test_one_seed_is_described_without_saying_whether_the_papers_value_is_inside():
+    assert sized(pd.Series([-0.0328]), -0.0328) == describe(pd.Series([-0.0328])) == "-0.0328"
+    assert sized(pd.Series([-0.0329, -0.0327]), -0.0328).endswith("; paper's value inside")
+
+
+@pytest.mark.parametrize(("gap", "verdict"), [(0.02, AGREES), (-0.02, DISAGREES)])
+def test_the_budget_controls_agree_when_they_end_above_post_grow_as_in_the_paper(gap, verdict):
+    """The paper's controls end above post-grow (Table 3: +0.0188 and +0.0098 nats): controls `gap` nats above
+    post-grow's final CE (seed by seed, apart by 0.001 per seed) agree, `gap` below disagree."""
+    phases = fixture(grow=(2.90, 2.80), noise=0.01)
+    post_grow = phases[(phases["run"] == "post-grow") & (phases["phase"] == 2)].set_index("seed")["ce"]
+    controls = [phase_rows(run, "post", [[post_grow[s] + gap + 0.001 * s for s in (1, 2, 3)]], (1, 2, 3), active=[3])
+                for run in ("post-joint-long", "post-joint-longer")]
+    phases = pd.concat([phases, pd.DataFrame(controls[0] + controls[1])], ignore_index=True)
+    claim = next(c for c in check_claims(Results(phases), pd.DataFrame(), 0.01) if c.name.startswith("budget"))
+    assert claim.verdict == verdict
 
 
 def removal_rows(pre: tuple[float, float], post: tuple[float, float], seeds=(1, 2, 3)) -> pd.DataFrame:

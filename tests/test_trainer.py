@@ -333,3 +333,40 @@ def test_a_later_phase_resumed_keeps_its_earlier_steps_in_tensorboard(workspace,
     events.Reload()
     assert [e.step for e in events.Scalars("train/loss")] == [STEPS + t for t in range(1, STEPS + 1)]
     assert [e.step for e in events.Scalars("eval/ce")] == [STEPS + 2, STEPS + 3]
+
+
+class TeacherAskedFor(Exception):
+    """Raised by the stand-in for load_teacher: the job stops once it has asked for its teacher."""
+
+
+@pytest.mark.parametrize("through", ["this process", "the job file"])
+def test_a_job_loads_its_hub_teacher_at_its_revision(tmp_path, monkeypatch, through):
+    """The job's teacher_revision (the config's teacher.revision) reaches load_teacher: in this process, and
+    through the job file every rank of a torchrun launch reads (normgrow.cluster.launch, normgrow.cli)."""
+    import normgrow.train.trainer as trainer
+    from normgrow.cli import main
+
+    config = tiny_run_config()
+    task = trainer.PhaseTask(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), None,
+                             tmp_path / "phase")
+    job = trainer.TrainingJob((task,), "someone/teacher", tmp_path / "tokens", "0123abc")
+    asked = []
+
+    def load_teacher(name, dtype, attn_implementation, revision=None):
+        asked.append((name, revision))
+        raise TeacherAskedFor
+
+    monkeypatch.setattr(trainer, "load_teacher", load_teacher)
+    threads = torch.get_num_threads()
+    try:
+        with pytest.raises(TeacherAskedFor):
+            if through == "this process":
+                trainer.train_phases(job, io.StringIO())
+            else:
+                path = tmp_path / "job.json"
+                path.write_text(json.dumps(job.to_json()))  # as launch_phases writes it
+                assert trainer.TrainingJob.from_json(json.loads(path.read_text())) == job
+                main(["train-phase", "--job", str(path)])
+    finally:
+        torch.set_num_threads(threads)
+    assert asked == [("someone/teacher", "0123abc")]

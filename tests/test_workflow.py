@@ -122,14 +122,16 @@ def phase_jobs(jobs: list[Job]) -> list[str]:
 
 # A dry run prints no params: this builds the DAG as a dry run does, through Snakemake's API and the
 # workflow object behind it (snakemake is pinned in pyproject.toml), in a process of its own (the
-# Snakefile changes sys.path and the environment), and prints each job's rule and params as JSON.
-JOB_PARAMS = """
+# Snakefile changes sys.path and the environment), and prints each job's rule, wildcards, input, params and
+# resources (evaluated at the given attempt, as Snakemake evaluates them for a retry) as JSON.
+JOB_FIELDS = """
 import json, sys
 from pathlib import Path
 from snakemake.api import SnakemakeApi
 from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
 
 snakefile, workdir, configfiles, targets = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+attempt = int(sys.argv[5])
 with SnakemakeApi(OutputSettings()) as api:
     workflow_api = api.workflow(resource_settings=ResourceSettings(), snakefile=Path(snakefile), workdir=Path(workdir),
                                 config_settings=ConfigSettings(configfiles=[Path(c) for c in configfiles]))
@@ -137,17 +139,29 @@ with SnakemakeApi(OutputSettings()) as api:
     workflow = workflow_api._workflow
     workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True)
     workflow._build_dag()
-    print(json.dumps([[job.rule.name, dict(job.params.items())] for job in workflow.dag.jobs]))
+    jobs = []
+    for job in workflow.dag.jobs:
+        job.attempt = attempt
+        jobs.append({"rule": job.rule.name, "wildcards": dict(job.wildcards.items()), "input": list(job.input),
+                     "params": dict(job.params.items()), "resources": dict(job.resources.items())})
+    print(json.dumps(jobs, default=str))
 """
+
+
+def job_fields(workdir: Path, configfiles: list[Path], targets: list[str], snakefile: Path = REPO / "Snakefile",
+               attempt: int = 1) -> list[dict]:
+    """Every job that building `targets` of `snakefile` under its config and `configfiles` would run: its rule,
+    wildcards, input, params and resources (at `attempt`), as `JOB_FIELDS` prints them."""
+    proc = subprocess.run([sys.executable, "-c", JOB_FIELDS, str(snakefile), str(workdir),
+                           json.dumps([str(c) for c in configfiles]), json.dumps(targets), str(attempt)],
+                          capture_output=True, text=True, timeout=300, cwd=workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
 
 
 def job_params(workdir: Path, configfiles: list[Path], targets: list[str]) -> list[tuple[str, dict]]:
     """(rule, params) of every job that building `targets` under the default and `configfiles` would run."""
-    proc = subprocess.run([sys.executable, "-c", JOB_PARAMS, str(REPO / "Snakefile"), str(workdir),
-                           json.dumps([str(c) for c in configfiles]), json.dumps(targets)],
-                          capture_output=True, text=True, timeout=300, cwd=workdir)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [(rule, params) for rule, params in json.loads(proc.stdout.splitlines()[-1])]
+    return [(job["rule"], job["params"]) for job in job_fields(workdir, configfiles, targets)]
 
 
 # ---------------------------------------------------------------- dry runs
@@ -288,7 +302,35 @@ def test_every_job_that_loads_a_hub_teacher_gets_its_pinned_revision(tmp_path):
             assert params["teacher"] == pinned, rule
         if "hub_teacher" in params:
             assert params["hub_teacher"] == pinned, rule
-    assert "build_tokenizer" in {rule for rule, params in jobs if "hub_teacher" in params}
+    # the rerun trigger of the jobs no phase key names: another hub teacher or revision reruns them
+    assert {rule for rule, params in jobs if "hub_teacher" in params} == {"build_tokenizer", "check_teacher",
+                                                                          "probe_teacher", "trace"}
+
+
+@pytest.fixture(scope="module")
+def retried_jobs(tmp_path_factory) -> list[dict]:
+    """The default's jobs up to one phase, its teacher pretrained from teacher.pretrain.seed 1042 (the
+    comparison's teacher B), every resource evaluated at attempt 2: a retry."""
+    work = tmp_path_factory.mktemp("retried")
+    seeded = work / "seeded.yaml"
+    seeded.write_text("teacher:\n  pretrain: {seed: 1042}\n")
+    key = next(iter(phases_of(seeded).specs))
+    return job_fields(work, [seeded], [f"results/phases/{key}/state.json"], attempt=2)
+
+
+def test_a_training_job_reads_the_attempt_snakemake_runs_it_as(retried_jobs):
+    """resources.attempt is Snakemake's attempt (workflow/scripts/train_phase.py passes it to launch_phases):
+    a retry's 2, not 1, so that it restores a finished phase or fails at once after an exception."""
+    training = [job for job in retried_jobs if is_training(job["rule"])]
+    assert training and all(job["resources"]["attempt"] == 2 for job in training)
+
+
+def test_the_teacher_pretrains_from_its_configured_seed(retried_jobs):
+    """pretrain_teacher's seed is teacher.pretrain.seed (1042, not data.split_seed's 42), and its recipe
+    carries no second copy of it."""
+    [pretrain] = [job["params"] for job in retried_jobs if job["rule"] == "pretrain_teacher"]
+    assert pretrain["seed"] == 1042 and DEFAULT["data"]["split_seed"] == 42
+    assert "seed" not in pretrain["pretrain"]
 
 
 def test_two_seeds_double_the_phase_jobs(tmp_path):
