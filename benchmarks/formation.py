@@ -19,7 +19,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 KEPT = REPO / "docs" / "results" / "formation"
 FIGURE = REPO / "docs" / "formation.png"
-LEAD = "`python benchmarks/formation.py`, from docs/results/formation/formation.csv (each subject's last snapshot):"
+LEAD = ("`python benchmarks/formation.py`, from docs/results/formation/formation.csv (each subject's last snapshot, "
+        "and the trend of its deciding measure over its later half):")
 
 
 def keep(run: Path, kept: Path = KEPT, figure: Path = FIGURE) -> None:

@@ -6,12 +6,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO
 
 from normgrow.paper.formation import (
     STUDENT_RATIO,
+    WITHIN_REACH,
+    Reach,
+    Trend,
     draw,
     findings,
     formation_rows,
@@ -75,15 +79,77 @@ def test_formed_needs_both_teacher_thresholds_or_the_student_s_quarter_of_the_pa
     assert STUDENT_RATIO == 37 / 4
 
 
-def test_reach_extrapolates_a_power_law_and_refuses_a_falling_trend():
-    steps = [100, 200, 400, 800]
-    values = [2 * (s / 100) ** 0.5 for s in steps]  # 20 at 100 × 10² updates
-    assert reach(steps, values, 20.0) == pytest.approx(10_000)
-    assert reach(steps, values, 2.5) == 200  # a snapshot that reached it: its own step
-    assert reach(steps, [4.0, 3.0, 2.0, 1.0], 20.0) is None
-    assert reach([100], [1.0], 20.0) is None
+STEPS = [100, 200, 400, 800, 1600, 3200]
+NOISY = [1.0, 1.4, 1.7, 2.6, 2.9, 4.4]  # later half 800, 1600, 3200: 2.6, 2.9, 4.4; slope 0.38 [-1.25, 2.01]
+STEADY = [2.0, 2.8, 3.4, 4.0, 5.5, 8.2]  # later half 4.0, 5.5, 8.2: slope 0.52 [0.09, 0.95]
+
+
+def test_the_slope_s_interval_is_student_t_with_n_minus_2_df_over_the_later_half():
+    """Against scipy: linregress's slope and standard error over the later half (log value on log step), times
+    t_{0.975, n − 2}; the line's centre is the means of the logs; a flat measure's interval is [0, 0]."""
+    from scipy.stats import linregress, t
+
+    x, y = np.log(STEPS[3:]), np.log(NOISY[3:])
+    fit = linregress(x, y)
+    half = t.ppf(0.975, len(x) - 2) * fit.stderr
+    line = trend(STEPS, NOISY)
+    assert line.points == 3 and line.slope == pytest.approx(fit.slope)
+    assert (line.low, line.high) == pytest.approx((fit.slope - half, fit.slope + half))
+    assert (line.log_step, line.log_value) == pytest.approx((x.mean(), y.mean()))
+    assert half > 1  # t with 1 df is 12.7: three points bound the slope loosely
+    longer = [1.0, 1.1, 1.4, 1.3, 1.7, 2.0, 2.2, 2.1, 2.6, 2.9]  # ten snapshots: five in the later half, 3 df
+    fit = linregress(np.log(range(100, 1100, 100))[5:], np.log(longer[5:]))
+    line = trend(range(100, 1100, 100), longer)
+    assert (line.points, line.high) == (5, pytest.approx(fit.slope + t.ppf(0.975, 3) * fit.stderr))
+    assert trend(STEPS, [2.0] * 6) == Trend(0.0, 0.0, 0.0, pytest.approx(x.mean()), pytest.approx(math.log(2)), 3)
+
+
+def test_with_fewer_than_three_points_the_interval_and_the_reach_are_not_estimable():
+    line = trend([100, 200, 400, 800], [1.0, 2.0, 3.0, 5.0])  # later half: two points
+    assert line.points == 2 and line.slope == pytest.approx(math.log(5 / 3) / math.log(2))
+    assert line.low is None and line.high is None and not line.estimable
+    found = reach([100, 200, 400, 800], [1.0, 2.0, 3.0, 5.0], 20.0)
+    assert found == Reach() and found.within(800) is None
+    assert trend([100], [1.0]) is None and reach([100], [1.0], 20.0) == Reach()
+
+
+def test_reach_is_the_crossing_range_over_the_slope_s_interval():
+    """The line through the centre at the upper bound crosses first, at the lower bound last (never where that
+    bound is ≤ 0); a snapshot that reached the threshold gives its own step instead."""
+    line = trend(STEPS, NOISY)
+    def at(slope):
+        return math.exp(line.log_step + (math.log(20.0) - line.log_value) / slope)
+    found = reach(STEPS, NOISY, 20.0)
+    assert line.low <= 0 < line.high
+    assert found == Reach(earliest=pytest.approx(at(line.high)), latest=math.inf)
+    bounds = trend(STEPS, STEADY)
+    assert 0 < bounds.low < bounds.high
+    rising = reach(STEPS, STEADY, 20.0)
+    assert rising.earliest == pytest.approx(math.exp(bounds.log_step + (math.log(20) - bounds.log_value) / bounds.high))
+    assert rising.latest == pytest.approx(math.exp(bounds.log_step + (math.log(20) - bounds.log_value) / bounds.low))
+    assert 3200 < rising.earliest < rising.latest < math.inf
+    assert reach(STEPS, NOISY, 2.5) == Reach(reached=800)  # a snapshot that reached it: its own step
+    falling = reach(STEPS, [19.0, 18.0, 17.0, 8.0, 4.0, 2.0], 20.0)  # updates^-1 exactly: upper bound -1
+    assert falling == Reach(earliest=math.inf, latest=math.inf) and falling.within(3200) is False
     # only the later half: an early peak below the threshold does not bend the line
-    assert reach([50, *steps], [15.0, *values], 20.0) == pytest.approx(10_000)
+    power = [2 * (s / 100) ** 0.5 for s in STEPS]  # 20 at 100 × 10² updates
+    assert reach(STEPS, power, 20.0) == Reach(earliest=pytest.approx(10_000), latest=pytest.approx(10_000))
+    assert reach([50, *STEPS], [15.0, *power], 20.0).earliest == pytest.approx(10_000)
+
+
+def test_within_reach_is_the_upper_bound_s_crossing_within_10x_the_training():
+    power = [2 * (s / 100) ** 0.5 for s in STEPS]  # exact: 20 at 10,000 updates, 40 at 40,000
+    assert WITHIN_REACH == 10
+    assert reach(STEPS, power, 20.0).within(3200) is True  # 10,000 ≤ 32,000
+    assert reach(STEPS, power, 40.0).within(3200) is False  # 40,000 > 32,000
+    assert Reach(earliest=16_000, latest=math.inf).within(1600) is True
+    assert Reach(earliest=16_001, latest=math.inf).within(1600) is False
+    assert Reach(reached=400).within(400) is True and Reach().within(400) is None
+    # the verdict reads the upper bound's crossing, 6,086 updates, not the lower bound's 2.2e9 (or never)
+    found = reach(STEPS, STEADY, 20.0)
+    assert found.earliest == pytest.approx(6086.3, rel=1e-5) and found.latest == pytest.approx(2.163e9, rel=1e-3)
+    assert found.within(3200) is True and found.within(600) is False
+    assert reach(STEPS, NOISY, 20.0).within(3200) is True  # its lower bound ≤ 0: never at the latest
 
 
 def test_summary_table_and_figure(tmp_path):
@@ -111,19 +177,33 @@ def test_findings_name_what_formed_or_each_subject_s_trend_and_reach():
     unformed = formation_rows("s", {"teacher_snapshots": teacher_probe((100, 200))})
     lines = findings(unformed, summary(unformed))
     assert lines[0].startswith("Formed: none of the 1 subjects")
-    assert lines[1] == ("s, teacher: max/median RMS 5.00 at update 100 → 10.00 at 200; attention on position 0 "
-                        "0.100 → 0.200.")  # two snapshots: no trend of a later half
-    # 4 → 8 from 200 to 400 updates: updates^1, so 9.25 at 462.5 updates
+    assert lines[2] == ("s, teacher: max/median RMS 5.00 at update 100 → 10.00 at 200; attention on position 0 "
+                        "0.100 → 0.200; its later half spans fewer than two steps: no trend; where it would cross "
+                        "the threshold is not estimable.")  # two snapshots: a later half of one
+    # 4 → 8 from 200 to 400 updates: updates^1 from two points, no interval
     rising = formation_rows("s", {"diagnostics": [checkpoint(step, "pre-joint", "pre", ratio) for step, ratio in
                                                   ((50, 1.0), (100, 2.0), (200, 4.0), (400, 8.0))]})
-    assert findings(rising, summary(rising))[1] == (
-        "s, pre-joint (seed 1): structural/regular RMS 1.00 at update 50 → 8.00 at 400; over its later half it "
-        "grows as updates^1.00, which reaches 9.25 at 462 updates (1.16× its length).")
+    assert findings(rising, summary(rising))[2] == (
+        "s, pre-joint (seed 1): structural/regular RMS 1.00 at update 50 → 8.00 at 400; over its later half "
+        "(2 snapshots, too few for an interval) it grows as updates^1.00; where it would cross the threshold is "
+        "not estimable.")
+    student = formation_rows("s", {"diagnostics": [checkpoint(step, "pre-joint", "pre", ratio)
+                                                   for step, ratio in zip(STEPS, NOISY, strict=True)]})
+    assert findings(student, summary(student))[2] == (
+        "s, pre-joint (seed 1): structural/regular RMS 1.00 at update 100 → 4.40 at 3,200; over its later half "
+        "(3 snapshots) it grows as updates^0.38 [-1.25, 2.01]; it crosses 9.25 between 2,710 updates and never "
+        "(the interval's lower slope ≤ 0): within reach of 10× its training (32,000 updates).")
     falling = formation_rows("s", {"diagnostics": [checkpoint(step, "pre-joint", "pre", ratio) for step, ratio in
-                                                   ((50, 3.0), (100, 2.0), (200, 2.0), (400, 1.0))]})
-    assert findings(falling, summary(falling))[1] == (
-        "s, pre-joint (seed 1): structural/regular RMS 3.00 at update 50 → 1.00 at 400; over its later half it "
-        "grows as updates^-1.00.")
+                                                   ((50, 3.0), (100, 2.0), (200, 2.0), (400, 1.5), (800, 1.0))]})
+    assert findings(falling, summary(falling))[2] == (
+        "s, pre-joint (seed 1): structural/regular RMS 3.00 at update 50 → 1.00 at 800; over its later half "
+        "(3 snapshots) it grows as updates^-0.50 [-1.12, 0.12]; it crosses 9.25 between 1.41e+09 updates and never "
+        "(the interval's lower slope ≤ 0): not within reach of 10× its training (8,000 updates).")
+    flat = formation_rows("s", {"diagnostics": [checkpoint(step, "pre-joint", "pre", 2.0) for step in STEPS]})
+    assert findings(flat, summary(flat))[2].endswith(
+        "it grows as updates^0.00 [0.00, 0.00]; it crosses 9.25 at no slope of its interval (the upper bound ≤ 0): "
+        "not within reach of 10× its training (32,000 updates).")
+    assert lines[1].startswith("Within reach (a rule set after these results were read, issue 60)")
 
 
 def test_formation_study_dag_runs_every_scale_in_order(tmp_path):
@@ -198,10 +278,11 @@ def test_a_teacher_snapshot_without_a_measure_reads_it_as_missing():
     assert row["max_over_median"] == 5.0
 
 
-def test_a_trend_over_one_step_is_flat_and_a_flat_trend_never_reaches():
-    assert trend([100] * 4, [1.0, 1.0, 1.0, math.e]) == (0.0, 0.5)  # no spread of steps: no slope, not a division by 0
-    assert reach([100, 200, 400, 800], [2.0, 2.0, 2.0, 2.0], 20.0) is None
-    assert reach([100, 200], [1.0, 20.0], 20.0) == 200  # exactly the threshold reaches it
+def test_a_trend_over_one_step_is_none_and_a_flat_trend_never_reaches():
+    assert trend([100] * 6, [1.0, 1.0, 1.0, 1.0, 1.0, math.e]) is None  # no spread of steps: no line, no division by 0
+    flat = reach(STEPS, [2.0] * 6, 20.0)
+    assert flat == Reach(earliest=math.inf, latest=math.inf) and flat.within(3200) is False
+    assert reach([100, 200], [1.0, 20.0], 20.0) == Reach(reached=200)  # exactly the threshold reaches it
 
 
 def test_the_summary_keeps_the_study_s_order_of_scales_and_says_when_it_formed():
