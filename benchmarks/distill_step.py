@@ -9,7 +9,11 @@ Shapes (one rank's share of a step):
   each, 2 × ≤64 tokens);
 - `paper`: configs/paper.yaml with the Qwen3-8B-Base shape (configs/teachers/qwen3-8b-base): the
   36-layer bf16 teacher, the 3 × 3-layer student, one GPU's 8 of the 64 documents of ≤8,192 tokens,
-  bf16 compute, activation checkpointing. Needs one GPU with about 100 GB (H100 NVL, H200).
+  bf16 compute, activation checkpointing. Needs one GPU with about 100 GB (H100 NVL, H200);
+- `paper-docs`: `paper` on 8 documents of the paper's length mix; `paper-docs-1block`: that with the
+  student of a grow run's first phase (one block of 3 layers: fits an 80 GB H100 beside the teacher);
+- `docs-mix`, `tiny`: the paper's length mix at 1/8 and 1/128 of its length on small models (a CPU's
+  minutes and seconds).
 
 For each shape it runs, each in a fresh subprocess (so peak memory is its own):
 - `ours`: the trainer's step (normgrow.train.trainer) in a world of one — the student as the trainer
@@ -112,6 +116,8 @@ def shape(name: str) -> dict:
                             loss_positions=8192, needs_gpu=True)
     if name == "paper-docs":  # the paper step on a micro-batch of the paper's document lengths
         return {**shape("paper"), "lengths": "documents"}
+    if name == "paper-docs-1block":  # that with a grow run's first student (its trainable state fits 80 GB)
+        return {**shape("paper-docs"), "blocks": 1}
     if name == "docs-mix":
         # the paper's document-length mix at 1/8 of its length and a reduced width, for a CPU: 8 documents
         # of a capped log-normal with Table A2's mean tokens per document / 8 (σ 1.0), at most 1,024 tokens
@@ -119,6 +125,12 @@ def shape(name: str) -> dict:
                        intermediate_size=768, num_hidden_layers=6, max_position_embeddings=1024)
         return dict(teacher=teacher, teacher_dtype="float32", blocks=3, layers_per_block=1, rows=8, seq=1024,
                     loss_chunk=4096, precision="float32", activation_checkpointing=False, loss_positions=1024,
+                    lengths="documents")
+    if name == "tiny":  # the paper's length mix at 1/128 of its length on a model of a few layers: a CPU's seconds
+        teacher = dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                       intermediate_size=128, num_hidden_layers=2, max_position_embeddings=64)
+        return dict(teacher=teacher, teacher_dtype="float32", blocks=2, layers_per_block=1, rows=8, seq=64,
+                    loss_chunk=128, precision="float32", activation_checkpointing=False, loss_positions=256,
                     lengths="documents")
     # the paper's layer and vocabulary shapes at reduced depth and length (fits 24 GB); KD + CE alone
     # where logits dominate: vocabulary 151,936, 2,048 positions, hidden 512
@@ -129,7 +141,7 @@ def shape(name: str) -> dict:
                 loss_hidden=512)
 
 
-SHAPES = ["embedded", "paper-shape", "paper", "docs-mix", "paper-docs"]
+SHAPES = ["embedded", "paper-shape", "paper", "docs-mix", "paper-docs", "paper-docs-1block", "tiny"]
 
 
 def build(s: dict, device, attention: str = "sdpa"):
@@ -157,16 +169,16 @@ def build(s: dict, device, attention: str = "sdpa"):
     return teacher, student
 
 
-def batch_for(s: dict):
+def batch_for(s: dict, seed: int = 0):
     """`rows` documents: one of `seq` tokens and the others between seq/2 and seq, or (`lengths:
     documents`) drawn from the capped log-normal of benchmarks/paper_cost.py with the paper's mean
-    tokens per document (Table A2) scaled by seq / 8,192, σ 1.0 (the draw with seed 0 of the first
+    tokens per document (Table A2) scaled by seq / 8,192, σ 1.0 (the draw with `seed` of the first
     `rows`)."""
     import numpy as np
 
     from normgrow.train.data import collate
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     if s.get("lengths") == "documents":
         from normgrow.cluster.budget import PAPER_TOKENS_PER_DOCUMENT, capped_lognormal_mu
 
@@ -236,7 +248,7 @@ def loss_step(s: dict, variant: str, device):
     objective = Objective()
 
     if variant.startswith("eval"):
-        def evaluation():
+        def evaluation(_):
             with torch.no_grad():
                 if variant == "eval-ours":
                     return fused_objective(objective, hidden, head, teacher_hidden, t_head, labels, chunk=LOSS_CHUNK)
@@ -245,7 +257,7 @@ def loss_step(s: dict, variant: str, device):
 
         return evaluation, n, 4 * v * h * n  # teacher and student head forwards
 
-    def step():
+    def step(_):
         if variant == "loss-ours":
             terms = fused_objective(objective, hidden, head, teacher_hidden, t_head, labels, chunk=LOSS_CHUNK)
         else:
@@ -256,10 +268,11 @@ def loss_step(s: dict, variant: str, device):
     return step, n, 8 * v * h * n  # teacher head forward (2) + student head forward and backward (6)
 
 
-def full_step(s: dict, variant: str, ranks):
-    """One training update, the trainer's way (`ours`, `ours-compiled`: with `train.compile`;
+def full_step(s: dict, variant: str, ranks, seeds: list[int]):
+    """Training updates, the trainer's way (`ours`, `ours-compiled`: with `train.compile`;
     `ours-padding-free`: with `train.padding_free`; `ours-flex`: that on `flex_attention`, GPU only) or
-    the obvious way (`naive`): (step, tokens, flops)."""
+    the obvious way (`naive`), update i on the batch drawn with seeds[i]: (step(i), tokens of each
+    update, flops of each update, the losses of the updates made)."""
     import torch
 
     from normgrow.design.curriculum import Training
@@ -270,10 +283,10 @@ def full_step(s: dict, variant: str, ranks):
 
     attention = "flex_attention" if variant == "ours-flex" else "sdpa"
     teacher, student = build(s, ranks.device, attention)
-    global_batch = batch_for(s)
-    batch = ranks.rows(global_batch, pad_id=0)
-    flops = step_flops(s, teacher, student, batch)  # useful FLOPs: the padded rows' documents, any layout
-    rows = batch.packed_or_padded(0, variant in ("ours-padding-free", "ours-flex"), attention)
+    global_batches = [batch_for(s, seed) for seed in seeds]
+    batches = [ranks.rows(batch, pad_id=0) for batch in global_batches]
+    flops = [step_flops(s, teacher, student, batch) for batch in batches]  # useful FLOPs: the documents, any layout
+    rows = [batch.packed_or_padded(0, variant in ("ours-padding-free", "ours-flex"), attention) for batch in batches]
     objective = Objective()
     if variant.startswith("ours"):
         student.activation_checkpointing = s["activation_checkpointing"]
@@ -288,20 +301,23 @@ def full_step(s: dict, variant: str, ranks):
                                       betas=OPTIMIZER["betas"], weight_decay=OPTIMIZER["weight_decay"])
     params = [p for p in student.parameters() if p.requires_grad]
 
-    normalizer = int(loss_positions(global_batch.attention_mask).sum())
+    normalizers = [int(loss_positions(batch.attention_mask).sum()) for batch in global_batches]
+    losses: list[float] = []
 
-    def step():
+    def step(i: int):
         if variant.startswith("ours"):
-            backward_step(student, teacher, Distillation(objective, s["loss_chunk"], ranks.world),
-                          LossInputs.of(rows, normalizer))
+            terms = backward_step(student, teacher, Distillation(objective, s["loss_chunk"], ranks.world),
+                                  LossInputs.of(rows[i], normalizers[i]))
             optimizer_step(optimizer, OPTIMIZER["grad_clip"])
         else:
-            naive_terms(student, teacher, batch, objective, s["precision"])["total"].backward()
+            terms = naive_terms(student, teacher, batches[i], objective, s["precision"])
+            terms["total"].backward()
             torch.nn.utils.clip_grad_norm_(params, OPTIMIZER["grad_clip"])
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+        losses.append(float(terms["total"]))
 
-    return step, batch.tokens, flops
+    return step, [batch.tokens for batch in batches], flops, losses
 
 
 class Memory:
@@ -332,34 +348,58 @@ class Memory:
             return torch.cuda.max_memory_allocated() / 2**20 - self.base
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - self.base
 
+    def reserved_mb(self) -> float | None:
+        """The CUDA allocator's peak reserved memory (what the card must hold), None on a CPU."""
+        import torch
 
-def run_variant(shape_name: str, variant: str, reps: int) -> dict:
+        return torch.cuda.max_memory_reserved() / 2**20 if self.cuda else None
+
+
+def compiled_graphs() -> int:
+    """Graphs Dynamo has compiled in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
+def run_variant(shape_name: str, variant: str, reps: int, vary: bool = False) -> dict:
+    """One variant's measurement: the median step time over `reps` updates after a warm-up on one batch,
+    or with `vary` the mean over updates each on a batch of its own (another draw of the shape's
+    lengths: new widths, as training sees them); tokens and FLOPs per update, peak memory, the
+    losses, and the graphs Dynamo compiled in the warm-up and in the timed updates (recompiles)."""
     import torch
 
     from normgrow.train.distributed import process_group
 
     s = shape(shape_name)
+    seeds = list(range(reps + 1)) if vary else [0] * (reps + 1)
     with process_group() as ranks:  # a world of one, on the GPU if one is visible
         if s.get("needs_gpu") and ranks.device.type != "cuda":
             raise SystemExit(f"shape {shape_name!r} needs a GPU (with CUDA_VISIBLE_DEVICES unset)")
         result = {"shape": shape_name, "variant": variant, "device": ranks.device.type}
+        losses: list[float] = []
         try:
             if variant.startswith(("loss", "eval")):
                 step, tokens, flops = loss_step(s, variant, ranks.device)
+                tokens, flops = [tokens] * len(seeds), [flops] * len(seeds)
             else:
-                step, tokens, flops = full_step(s, variant, ranks)
+                step, tokens, flops, losses = full_step(s, variant, ranks, seeds)
             memory = Memory(ranks.device)
-            times = []
+            times, graphs = [], [compiled_graphs()]
             for i in range(reps + 1):
                 start = time.perf_counter()
-                step()
+                step(i)
                 memory.sync()
                 if i:
                     times.append(time.perf_counter() - start)
+                else:
+                    graphs.append(compiled_graphs())
         except torch.OutOfMemoryError:
             return {**result, "oom": True}
-        return {**result, "seconds": statistics.median(times), "tokens": tokens, "flops": flops,
-                "peak_mb": memory.peak_mb()}
+        seconds = statistics.fmean(times) if vary else statistics.median(times)
+        return {**result, "seconds": seconds, "tokens": statistics.fmean(tokens[1:]),
+                "flops": statistics.fmean(flops[1:]), "peak_mb": memory.peak_mb(), "reserved_mb": memory.reserved_mb(),
+                "losses": losses, "graphs_warmup": graphs[1] - graphs[0], "graphs_timed": compiled_graphs() - graphs[1]}
 
 
 def peak_tflops(device: str, given: float | None) -> float | None:
@@ -444,11 +484,15 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float,
                         help="the device's peak, TFLOP/s (default: known GPUs' dense bf16 peak; no MFU on CPU)")
     docs_block.add_write_option(parser, "Markdown table")
+    parser.add_argument("--vary-batch", action="store_true",
+                        help="each update on a batch of its own (new widths), the mean time; default: one batch, "
+                             "the median")
+    parser.add_argument("--json", type=Path, help="also write every measurement (JSON) to this file")
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant:  # child process: one measurement, printed as JSON
-        result = run_variant(args.shape, args.variant, args.reps)
+        result = run_variant(args.shape, args.variant, args.reps, args.vary_batch)
         print(json.dumps({**result, "process_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}))
         return
     command = docs_block.checked_command(parser, args, __file__, sys.argv[1:])  # before measuring
@@ -469,12 +513,15 @@ def main() -> None:
         results = measured[name] = {}
         for variant in args.variants:
             out = subprocess.run([sys.executable, __file__, "--shape", name, "--variant", variant,
-                                  "--reps", str(args.reps)], capture_output=True, text=True)
+                                  "--reps", str(args.reps), *(["--vary-batch"] if args.vary_batch else [])],
+                                 capture_output=True, text=True)
             if out.returncode:
                 sys.exit(f"{name} {variant} failed:\n{out.stderr[-3000:]}")
             r = results[variant] = json.loads(out.stdout.strip().splitlines()[-1])
             baseline = results.get(BASELINE[variant]) if variant in BASELINE else None
             print(row(r, peak, baseline), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(measured, indent=1))
     if args.write:
         # each child's own peak (RUSAGE_CHILDREN would also count processes before this one in a shell chain)
         largest_gb = max(r["process_gb"] for results in measured.values() for r in results.values())

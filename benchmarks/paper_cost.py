@@ -142,16 +142,17 @@ def main(argv: list[str]) -> None:
     command = docs_block.checked_command(parser, args, __file__, argv)
     from transformers import AutoConfig
 
-    from normgrow.design.config import merge, rank_batch_size, validate_config
+    from normgrow.design.config import merge, rank_batch_size, training_ranks, validate_config
 
     config = paper_config()
     teacher_config = AutoConfig.from_pretrained(REPO / "configs" / "teachers" / "qwen3-8b-base")
     micro_batch, cap = rank_batch_size(config), config["data"]["max_length"]
+    batch_size, ranks = config["train"]["batch_size"], training_ranks(config)
     flops = dag_flops(config, teacher_config, per_document(planned_lengths(args.sigma, args.samples, cap),
-                                                           micro_batch, cap), args.group_size)
+                                                           batch_size, ranks, cap), args.group_size)
     spread = {}
     for sigma in sorted({0.75, args.sigma, 1.25}):
-        ways = per_document(planned_lengths(sigma, args.samples, cap), micro_batch, cap)
+        ways = per_document(planned_lengths(sigma, args.samples, cap), batch_size, ranks, cap)
         cost = dag_flops(config, teacher_config, ways, args.group_size)
         spread[sigma] = (ways["padded"].tokens, cost["padded"]["alone"] / cost["padding-free"]["alone"])
     run = None
@@ -164,7 +165,8 @@ def main(argv: list[str]) -> None:
         run_config = validate_config(run_config)
         run_micro_batch = rank_batch_size(run_config)
         run = (args.run, run_micro_batch, run_config["data"]["max_length"],
-               per_document(run_lengths(args.run), run_micro_batch, run_config["data"]["max_length"]))
+               per_document(run_lengths(args.run), run_config["train"]["batch_size"], training_ranks(run_config),
+                            run_config["data"]["max_length"]))
     lines = markdown(config, micro_batch, args.sigma, flops, spread, run, args.mfu, args.group_size)
     print("\n".join(lines))
     if command:

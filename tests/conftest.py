@@ -32,11 +32,11 @@ os.environ["CUDA_VISIBLE_DEVICES"] = ""
 SHUTDOWN_TIMEOUT = yaml.safe_load(SCHEMA.read_text())["$defs"]["train_job"]["properties"]["shutdown_timeout"]["default"]
 
 
-def make_teacher(vocab_size: int = 64, hidden_size: int = 32, seed: int = 0) -> Qwen3ForCausalLM:
+def make_teacher(vocab_size: int = 64, hidden_size: int = 32, seed: int = 0, head_dim: int = 8) -> Qwen3ForCausalLM:
     """A small randomly initialised Qwen3ForCausalLM with a non-trivial final norm."""
     torch.manual_seed(seed)
     config = Qwen3Config(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=head_dim,
                          intermediate_size=48, max_position_embeddings=64, tie_word_embeddings=False)
     config._attn_implementation = "sdpa"
     teacher = Qwen3ForCausalLM(config).eval()
@@ -323,15 +323,16 @@ def split_in_memory(corpus, **settings) -> tuple[dict[str, list[str]], dict]:
     return splits, counts
 
 
-def write_phase_inputs(root: Path, seed: int, documents: int, longest: int, valid: int) -> None:
+def write_phase_inputs(root: Path, seed: int, documents: int, longest: int, valid: int, head_dim: int = 8) -> None:
     """What a phase reads, under `root`: `documents` random documents of 3..`longest` tokens ending
-    in the boundary token 0 (tokens/train; the first `valid` also tokens/valid) and a tiny teacher."""
+    in the boundary token 0 (tokens/train; the first `valid` also tokens/valid) and a tiny teacher
+    (`make_teacher` with `head_dim`)."""
     rng = np.random.default_rng(seed)
     docs = [[*rng.integers(1, 64, size=int(n)).tolist(), 0] for n in rng.integers(3, longest, size=documents)]
     save_tokens(docs, root / "tokens" / "train")
     save_tokens(docs[:valid], root / "tokens" / "valid")
     (root / "tokens" / "meta.json").write_text(json.dumps({"boundary_id": 0}))
-    make_teacher().save_pretrained(root / "teacher")
+    make_teacher(head_dim=head_dim).save_pretrained(root / "teacher")
 
 
 RESUMABLE_STEPS, RESUMABLE_EVERY = 12, 3  # the resumable phase's updates and its resume-state interval

@@ -41,7 +41,7 @@ def paper_config(**train) -> dict:
 
 
 def test_each_way_counts_its_own_tokens_and_attention():
-    ways = per_document(np.array([1, 3, 2, 2, 5]), micro_batch=2, max_length=8)
+    ways = per_document(np.array([1, 3, 2, 2, 5]), batch_size=2, world=1, max_length=8)
     # micro-batches [1, 3] and [2, 2]; the fifth document makes no full micro-batch
     assert ways["full rows"] == PerDocument(8.0, 36.0)
     assert ways["padded"].tokens == 2.5 and ways["padded"].attention == (6 + 3) / 2  # rows of 3 and of 2
@@ -50,9 +50,53 @@ def test_each_way_counts_its_own_tokens_and_attention():
 
 
 def test_packing_shares_a_row_where_documents_fit():
-    ways = per_document(np.array([1, 4, 3, 1]), micro_batch=4, max_length=8)  # first fit at width 4: [4], [1, 3], [1]
+    # first fit at width 4: [4], [1, 3], [1]
+    ways = per_document(np.array([1, 4, 3, 1]), batch_size=4, world=1, max_length=8)
     assert ways["packed rows"] == PerDocument(3 * 4 / 4, 3 * 10 / 4)
     assert ways["padded"].tokens == 4 and ways["padding-free"].tokens == 9 / 4
+
+
+def test_a_rank_prices_its_own_documents_not_the_global_batch():
+    """Two ranks, batches of 6: the ranks' shares of [1, 6, 2, 4, 1, 3] are [1, 6, 2] and [4, 1, 3], each laid
+    out at its own longest (6 and 4), not at the global batch's 6."""
+    ways = per_document(np.array([1, 6, 2, 4, 1, 3]), batch_size=6, world=2, max_length=8)
+    assert ways["padded"].tokens == (3 * 6 + 3 * 4) / 6 and ways["padded"].attention == (3 * 21 + 3 * 10) / 6
+    assert ways["packed rows"].tokens == (2 * 6 + 2 * 4) / 6  # rows [1, 2], [6] and [4], [1, 3]
+
+
+def attention_pairs(rows, document_mask: bool) -> float:
+    """The causal-attention term Σ n(n+1)/2 that `rows` cost: a dense mask pays each row's width, a document
+    mask (flex attention) each document's own (a token at position p of its document sees p + 1)."""
+    if document_mask:
+        return float(((rows.position_ids + 1) * rows.attention_mask).sum())
+    count, width = rows.input_ids.shape
+    return count * width * (width + 1) / 2
+
+
+@pytest.mark.parametrize(("way", "padding_free", "attention"), [("padded", False, "sdpa"),
+                                                               ("packed rows", True, "sdpa"),
+                                                               ("padding-free", True, "flex_attention")])
+def test_the_budget_prices_the_rows_the_trainer_runs(way, padding_free, attention):
+    """On the budget's length draw at the paper's shape (64 documents of ≤ 8,192 tokens per update over 8
+    ranks), the positions and attention pairs per document of every rank's rows as the trainer lays them
+    out (Ranks.rows, then Batch.packed_or_padded) are the budget's (issue 58: with rows as wide as the
+    global batch's longest they were 1.3× the budget's packed rows)."""
+    from normgrow.train.data import collate
+    from normgrow.train.distributed import Ranks
+
+    batch_size, world, cap = 64, 8, 8192
+    lengths = planned_lengths(1.0, batch_size * 40, cap).astype(np.int64)
+    want = per_document(lengths, batch_size, world, cap)[way]
+    positions = pairs = 0.0
+    for documents in lengths.reshape(-1, batch_size):
+        batch = collate([np.ones(n, dtype=np.int64) for n in documents], pad_id=0)
+        for rank in range(world):
+            rows = Ranks(rank, world, torch.device("cpu")).rows(batch, pad_id=0)
+            rows = rows.packed_or_padded(0, padding_free, attention)
+            positions += rows.input_ids.numel()
+            pairs += attention_pairs(rows, document_mask=attention == "flex_attention")
+    assert positions / len(lengths) == pytest.approx(want.tokens, rel=1e-9)
+    assert pairs / len(lengths) == pytest.approx(want.attention, rel=1e-9)
 
 
 @pytest.mark.parametrize("sigma", [0.75, 1.0, 1.25])
@@ -68,7 +112,7 @@ def test_a_mean_at_or_over_the_cap_puts_every_document_at_the_cap():
 
 
 def test_padding_costs_more_the_wider_the_lengths_spread():
-    padded = [per_document(planned_lengths(s, 100_000, 8192), 8, 8192)["padded"].tokens for s in (0.5, 1.0, 1.5)]
+    padded = [per_document(planned_lengths(s, 100_000, 8192), 8, 1, 8192)["padded"].tokens for s in (0.5, 1.0, 1.5)]
     assert padded == sorted(padded) and padded[0] > PAPER_TOKENS_PER_DOCUMENT
 
 

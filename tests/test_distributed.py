@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -30,7 +31,7 @@ from safetensors.torch import load_file
 
 from normgrow.cluster.launch import torchrun_command
 from normgrow.model.student import BlockStackStudent
-from normgrow.train.data import Batch
+from normgrow.train.data import Batch, collate
 from normgrow.train.distributed import Ranks, process_group, shard_student
 
 STEPS = 8
@@ -111,6 +112,19 @@ def test_rows_split_a_global_batch_and_complete_it_with_one_token_rows():
     assert sum(p.tokens for p in parts) == batch.tokens + 1
     one = Ranks(0, 1, torch.device("cpu")).rows(batch, pad_id=99)
     assert torch.equal(one.input_ids, ids) and torch.equal(one.attention_mask, mask)
+
+
+def test_a_rank_s_rows_are_as_wide_as_its_own_longest_document():
+    """A global batch is padded to its longest document (9, on rank 0); every other rank's rows are cut to
+    its own documents' longest, the same tokens (issue 58: they kept the global width)."""
+    lengths = [2, 9, 3, 4, 1, 5, 2, 3]
+    batch = collate([np.arange(1, n + 1) for n in lengths], pad_id=0)
+    for rank in range(4):
+        rows = Ranks(rank, 4, torch.device("cpu")).rows(batch, pad_id=0)
+        own = lengths[2 * rank:2 * rank + 2]
+        assert rows.input_ids.shape == (2, max(own))
+        assert torch.equal(rows.input_ids, batch.input_ids[2 * rank:2 * rank + 2, :max(own)])
+        assert rows.attention_mask.sum(1).tolist() == own
 
 
 def test_two_ranks_match_one_process(setup):

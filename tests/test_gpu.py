@@ -1,7 +1,9 @@
 """The CUDA path of a phase: NCCL process group, teacher and student on the GPU, bf16 compute.
 
 Skipped where no GPU is visible (the rest of the suite hides GPUs to test the CPU path); on a GPU
-machine: `pytest tests/test_gpu.py`.
+machine: `pytest tests/test_gpu.py`. Their tiny teacher has heads of GPU_HEAD_DIM: CUDA flex attention
+needs a head dimension of at least 16 (torch/_inductor/kernel/flex/flex_attention.py, "NYI: embedding
+dimension ... must be at least 16"), the CPU tests' teacher has 8; a CPU test checks it.
 """
 
 from __future__ import annotations
@@ -28,11 +30,52 @@ def gpu_available() -> bool:
     return probe.stdout.strip() == "True"
 
 
-pytestmark = pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible")
+needs_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible")
+GPU_HEAD_DIM = 16  # the least head dimension CUDA flex attention runs
 
 
+def write_gpu_phase_inputs(root, **settings) -> None:
+    """`write_phase_inputs` with a teacher whose heads CUDA flex attention can run."""
+    write_phase_inputs(root, **settings, head_dim=GPU_HEAD_DIM)
+
+
+def test_the_gpu_tests_teacher_has_heads_cuda_flex_attention_runs(tmp_path):
+    """On the CPU: the GPU tests' teacher (and so the student built from it) has head_dim ≥ 16."""
+    write_gpu_phase_inputs(tmp_path, seed=3, documents=4, longest=6, valid=1)
+    config = json.loads((tmp_path / "teacher" / "config.json").read_text())
+    assert config["head_dim"] >= 16
+
+
+@needs_gpu
+def test_the_fused_loss_in_bf16_on_the_gpu_is_its_fp32_loss():
+    """The fused loss's bf16 path on CUDA (the head gradient's bf16 matmul into fp32, `add_head_gradient`)
+    runs and gives the fp32 loss and gradients within bf16 rounding."""
+    code = (
+        "import torch\n"
+        "from normgrow.train.objective import Objective, fused_objective\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "x = [torch.randn(300, 64, generator=g), torch.randn(1000, 64, generator=g) * 0.2,\n"
+        "     torch.randn(300, 48, generator=g), torch.randn(1000, 48, generator=g) * 0.2]\n"
+        "labels = torch.randint(0, 1000, (300,), generator=g).cuda()\n"
+        "out = {}\n"
+        "for dtype in (torch.float32, torch.bfloat16):\n"
+        "    h, w, th, tw = (t.to('cuda', dtype) for t in x)\n"
+        "    h.requires_grad_(); w.requires_grad_()\n"
+        "    loss = fused_objective(Objective(), h, w, th, tw, labels, chunk=128)['total']\n"
+        "    loss.backward()\n"
+        "    out[dtype] = (loss.float(), w.grad.float(), h.grad.float())\n"
+        "(a, b) = out[torch.float32], out[torch.bfloat16]\n"
+        "torch.testing.assert_close(b[0], a[0], rtol=2e-2, atol=2e-2)\n"
+        "for got, want in zip(b[1:], a[1:]):\n"
+        "    torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-3)\n"
+        "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=GPU_ENV, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-4000:]
+
+
+@needs_gpu
 def test_a_bf16_phase_on_the_gpu_tracks_the_cpu_fp32_phase(tmp_path):
-    write_phase_inputs(tmp_path, seed=3, documents=40, longest=14, valid=5)
+    write_gpu_phase_inputs(tmp_path, seed=3, documents=40, longest=14, valid=5)
     config = tiny_run_config()
     config["train"].update(phase_steps=8, batch_size=4, eval_every=4)
     jobs = {"cpu": phase_job(config, "post-freeze", 7, 0, tmp_path)}
@@ -62,11 +105,12 @@ def train_on_the_gpu(tmp_path, name: str, config: dict) -> pd.DataFrame:
     return pd.read_csv(tmp_path / name / "train.csv")
 
 
+@needs_gpu
 def test_flex_attention_in_one_row_trains_the_padded_phase(tmp_path):
     """student.attn_implementation: flex_attention with train.padding_free (each batch in one row, attention
     within each document) trains phase 0 as the padded sdpa phase does: the same token counts, losses
     within float rounding (fp32; the forward alone is checked on CPU, tests/test_padding_free.py)."""
-    write_phase_inputs(tmp_path, seed=3, documents=40, longest=14, valid=5)
+    write_gpu_phase_inputs(tmp_path, seed=3, documents=40, longest=14, valid=5)
     config = tiny_run_config()
     config["train"].update(phase_steps=6, batch_size=5, eval_every=3)
     padded = train_on_the_gpu(tmp_path, "padded", config)
@@ -77,6 +121,7 @@ def test_flex_attention_in_one_row_trains_the_padded_phase(tmp_path):
     assert (flex["loss"] - padded["loss"]).abs().max() < 1e-3
 
 
+@needs_gpu
 def test_the_benchmark_measures_the_step_and_its_mfu_on_the_gpu():
     command = [sys.executable, str(REPO / "benchmarks" / "distill_step.py"), "--shapes", "embedded", "--reps", "2",
                "--variants", "naive", "ours", "--peak-tflops", "100"]

@@ -177,3 +177,47 @@ def test_a_phase_trained_without_padding_matches_the_padded_one(workspace):
     weights, reference = (load_file(outs[k] / "student.safetensors") for k in (True, False))
     for name, value in reference.items():
         torch.testing.assert_close(weights[name], value, atol=1e-4, rtol=0, msg=name)
+
+
+FLEX_GRAPHS = 8  # at most, over 2 widths × 3 modes (measured here: 8 graphs, counted over every function compiled)
+
+
+@pytest.mark.slow
+def test_flex_attention_compiles_few_graphs_over_widths_and_modes_and_never_falls_back():
+    """A phase's flex attention under `strict_compilation` (what `train_phases` trains in) over two one-row
+    widths in the three modes a phase runs it in (the teacher under inference mode, the student in training
+    and in evaluation mode; forward only, without gradients, on the CPU): at most FLEX_GRAPHS compiled
+    graphs. Past Dynamo's recompile limit it is an error, not the silent eager fallback (the full score
+    matrix): with the limit at 1, a second width raises."""
+    from torch._dynamo import config
+    from torch._dynamo.exc import FailOnRecompileLimitHit
+
+    from normgrow.train.compiled import compiled_graphs, strict_compilation
+
+    torch._dynamo.reset()
+    teacher = with_attention(make_teacher(), "flex_attention")
+    student = with_attention(BlockStackStudent.from_teacher(teacher, "post", 2, 1, seed=0), "flex_attention")
+    widths = [LENGTHS, LENGTHS[:5]]
+    log = io.StringIO()
+    before = compiled_graphs()
+    # static shapes: inductor's CPU flex kernel fails to compile for dynamic ones (torch 2.13: C++ error,
+    # `cur_qSplitSize2` not declared); a GPU compiles dynamic ones from the second width on, fewer graphs
+    with strict_compilation(log), config.patch(automatic_dynamic_shapes=False):
+        for lengths in widths:
+            one = padded_batch(lengths).packed_or_padded(PAD, True, "flex_attention")
+            with torch.inference_mode():
+                causal_lm_hidden(teacher, one, LossInputs.of(one).positions)
+            for training in (True, False):  # no gradient: FlexAttention has no backward on CPU
+                student.train(training)
+                with torch.no_grad():
+                    student(one.input_ids, one.attention_mask, position_ids=one.position_ids)
+    graphs = compiled_graphs() - before
+    print(f"flex attention: {graphs} graphs over {len(widths)} widths × 3 modes")
+    assert 0 < graphs <= FLEX_GRAPHS and f"compiled graphs: {graphs} " in log.getvalue()
+    torch._dynamo.reset()
+    limited = config.patch(recompile_limit=1, automatic_dynamic_shapes=False)
+    with strict_compilation(log), limited, pytest.raises(FailOnRecompileLimitHit):
+        for lengths in widths[:2]:
+            one = padded_batch(lengths).packed_or_padded(PAD, True, "flex_attention")
+            with torch.inference_mode():
+                causal_lm_hidden(teacher, one, LossInputs.of(one).positions)

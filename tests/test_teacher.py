@@ -40,6 +40,32 @@ def test_unigram_baseline_is_the_add_one_smoothed_unigram_ce(tmp_path):
         assert math.isclose(unigram_ce(train, valid, vocab_size=4, chunk=chunk), expected)
 
 
+def per_document_unigram_ce(train: TokenStore, valid: TokenStore, vocab_size: int) -> float:
+    """The baseline as it was computed before issue 58: one bincount over the vocabulary per document."""
+    counts = np.ones(vocab_size, dtype=np.float64)
+    for ids in train.get(list(range(len(train)))):
+        counts += np.bincount(ids, minlength=vocab_size)
+    labels = np.concatenate([ids[1:] for ids in valid.get(list(range(len(valid))))])
+    return float(-np.log(counts / counts.sum())[labels].mean())
+
+
+def test_the_unigram_baseline_counts_each_chunk_of_documents_at_once(tmp_path, monkeypatch):
+    """One bincount per chunk of documents (over their tokens end to end), and exactly the per-document
+    baseline's value, at a Qwen3-sized vocabulary."""
+    rng = np.random.default_rng(0)
+    vocab_size = 151_936
+    docs = [rng.zipf(1.3, size=int(n)).clip(max=vocab_size - 1).tolist() for n in rng.integers(1, 200, size=300)]
+    save_tokens(docs, tmp_path / "train")
+    save_tokens(docs[:20], tmp_path / "valid")
+    train, valid = TokenStore(tmp_path / "train"), TokenStore(tmp_path / "valid")
+    want = per_document_unigram_ce(train, valid, vocab_size)
+    calls = []
+    bincount = np.bincount
+    monkeypatch.setattr(np, "bincount", lambda *a, **k: calls.append(1) or bincount(*a, **k))
+    assert unigram_ce(train, valid, vocab_size, chunk=128) == want
+    assert len(calls) == 3  # 300 documents in chunks of 128
+
+
 def test_the_boundary_embedding_trains_unless_it_is_the_padding_index(tmp_path):
     """teacher.pretrain.boundary_embedding: `trained` gives the boundary token (id 0, also the padding) an
     embedding that trains like any other; `zero` makes it nn.Embedding's padding row, zero for good."""

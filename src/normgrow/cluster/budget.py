@@ -6,8 +6,9 @@ forward and backward 3× its forward; the teacher's forward once per phase alone
 stream in a group (`resources.train.group_size`, normgrow.design.curriculum.PhaseTable.groups). Every
 phase counts its updates' documents and its evaluations' validation documents.
 
-**Batch packings.** What a document costs depends on how its micro-batch (`batch_size / ranks`
-documents, each tokenized alone) is packed (`per_document`):
+**Batch packings.** What a document costs depends on how its micro-batch (a rank's `batch_size / ranks`
+documents, each tokenized alone) is packed (`per_document`, which lays each rank's rows out with the
+trainer's own functions, so that the plan prices what the trainer runs):
 - padded: every document padded to its micro-batch's longest (`train.padding_free: false`);
 - packed rows: laid end to end, first fit, in rows as wide as the longest (normgrow.train.data.
   Batch.packed), with a dense document-causal mask: what `train.padding_free: true` runs on `sdpa`
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normgrow.cluster.plan import student_parameters
-from normgrow.design.config import VARLEN_ATTENTION, rank_batch_size, training_ranks
+from normgrow.design.config import VARLEN_ATTENTION, training_ranks
 from normgrow.design.curriculum import PhaseTable, snapshot_steps
 
 PAPER_TOKENS_PER_DOCUMENT = 3.11e9 / (50_000 * 64)  # Table A2 (joint-50k): tokens per phase / documents per phase
@@ -59,22 +60,35 @@ class PerDocument:
     attention: float
 
 
-def per_document(lengths: np.ndarray, micro_batch: int, max_length: int) -> dict[str, PerDocument]:
-    """The packings (`WAYS`) for documents of `lengths`, read in order in micro-batches of `micro_batch`."""
-    from normgrow.train.data import first_fit
+def per_document(lengths: np.ndarray, batch_size: int, world: int, max_length: int) -> dict[str, PerDocument]:
+    """The packings (`WAYS`) for documents of `lengths`, read in order in batches of `batch_size` over
+    `world` ranks, each rank's rows laid out by the trainer's own functions: its share of the batch
+    (normgrow.train.distributed.Ranks.share; its rows as wide as its own longest document, Ranks.rows)
+    and the packing of its documents (normgrow.train.data.packing, what Batch.packed lays out)."""
+    import torch
 
-    usable = len(lengths) - len(lengths) % micro_batch
-    rows = lengths[:usable].astype(np.float64).reshape(-1, micro_batch)
-    longest = rows.max(axis=1)
-    packed = np.array([len(first_fit(batch.astype(int).tolist(), int(width)))  # rows of each packed micro-batch
-                       for batch, width in zip(rows, longest, strict=True)])
-    return {
-        "full rows": PerDocument(float(max_length), max_length * (max_length + 1) / 2),
-        "padded": PerDocument(float(longest.mean()), float((longest * (longest + 1) / 2).mean())),
-        "packed rows": PerDocument(float((packed * longest).mean() / micro_batch),
-                                   float((packed * longest * (longest + 1) / 2).mean() / micro_batch)),
-        "padding-free": PerDocument(float(rows.mean()), float((rows * (rows + 1) / 2).mean())),
-    }
+    from normgrow.train.data import packing
+    from normgrow.train.distributed import Ranks
+
+    shares = [Ranks(rank, world, torch.device("cpu")).share(batch_size) for rank in range(world)]
+    usable = len(lengths) - len(lengths) % batch_size
+    tokens = dict.fromkeys(WAYS[1:], 0.0)
+    attention = dict.fromkeys(WAYS[1:], 0.0)
+    for batch in lengths[:usable].astype(np.int64).reshape(-1, batch_size):
+        for share in shares:
+            documents = batch[share].tolist()
+            if not documents:
+                continue
+            longest, rows = max(documents), len(packing(documents)[1])
+            pairs = longest * (longest + 1) / 2  # causal attention over one row of the rank's width
+            tokens["padded"] += len(documents) * longest
+            attention["padded"] += len(documents) * pairs
+            tokens["packed rows"] += rows * longest
+            attention["packed rows"] += rows * pairs
+            tokens["padding-free"] += packing(documents, one_row=True)[0]
+            attention["padding-free"] += sum(n * (n + 1) / 2 for n in documents)  # a document mask: its own
+    return {"full rows": PerDocument(float(max_length), max_length * (max_length + 1) / 2),
+            **{way: PerDocument(tokens[way] / usable, attention[way] / usable) for way in WAYS[1:]}}
 
 
 def capped_lognormal_mu(mean: float, sigma: float, cap: float) -> float:
@@ -242,7 +256,8 @@ def budget(config: dict, teacher_config, resume_state_gb: float, nodes: list[int
     the config's own packing on each number of `nodes`, its critical path, and disk (`resume_state_gb`:
     one phase's resume state, normgrow.cluster.plan)."""
     cap = config["data"]["max_length"]
-    ways = per_document(planned_lengths(sigma, samples, cap, mean=mean_tokens), rank_batch_size(config), cap)
+    ways = per_document(planned_lengths(sigma, samples, cap, mean=mean_tokens), config["train"]["batch_size"],
+                        training_ranks(config), cap)
     group_size = config["resources"]["train"]["group_size"]
     rate = peak_tflops * 1e12 * mfu * 3600  # FLOPs per GPU-hour
     table = PhaseTable.from_config(config)

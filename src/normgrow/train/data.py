@@ -287,16 +287,15 @@ class Batch:
                      None if self.position_ids is None else self.position_ids.to(device))
 
     def packed(self, pad_id: int, one_row: bool = False) -> Batch:
-        """The padded batch's documents laid end to end in rows no wider than its own width (its
-        longest document): each document, in batch order, goes to the first row with room for it
-        (first fit); the rest of a row is padding with positions of its own. Real tokens, their
-        positions within their document and what each may attend to are the padded batch's; only the
-        order of the documents' tokens and the number of padded positions change (`pad_id`: the
-        padding token). `one_row`: every document in one row, no padding at all (for an attention
-        kernel whose cost follows each document's length, not the row's: VARLEN_ATTENTION)."""
+        """The padded batch's documents laid end to end as `packing` lays them out: in rows as wide as
+        its longest document, each document, in batch order, in the first row with room for it (first
+        fit); the rest of a row is padding with positions of its own. Real tokens, their positions
+        within their document and what each may attend to are the padded batch's; only the order of the
+        documents' tokens and the number of padded positions change (`pad_id`: the padding token).
+        `one_row`: every document in one row, no padding at all (for an attention kernel whose cost
+        follows each document's length, not the row's: VARLEN_ATTENTION)."""
         lengths = self.attention_mask.sum(1).tolist()
-        width = sum(lengths) if one_row else self.input_ids.shape[1]
-        rows = first_fit(lengths, width)
+        width, rows = packing(lengths, one_row)
         device = self.input_ids.device
         ids = torch.full((len(rows), width), pad_id, dtype=self.input_ids.dtype, device=device)
         mask = torch.zeros((len(rows), width), dtype=self.attention_mask.dtype, device=device)
@@ -316,6 +315,14 @@ class Batch:
         """The padded batch as a phase reads it: padded, or with `train.padding_free` packed — in one row
         for a varlen attention kernel (VARLEN_ATTENTION), else in rows of the batch's width."""
         return self.packed(pad_id, one_row=attn_implementation in VARLEN_ATTENTION) if padding_free else self
+
+
+def packing(lengths: list[int], one_row: bool = False) -> tuple[int, list[list[int]]]:
+    """The row width and each row's documents (indices, in order) when documents of `lengths` are laid
+    end to end (Batch.packed): rows as wide as the longest document, first fit; `one_row`: all of them in
+    one row as wide as their sum. The budget prices a batch with it too (normgrow.cluster.budget)."""
+    width = sum(lengths) if one_row else max(lengths)
+    return width, first_fit(lengths, width)
 
 
 def first_fit(lengths: list[int], width: int) -> list[list[int]]:

@@ -14,8 +14,9 @@ GPU) or several started by torchrun — so that every scale takes the same code 
   times the world size;
 - teacher: replicated on every rank, frozen, in inference mode (see the README for why);
 - data: every rank builds the same global batch and keeps its own contiguous rows (`Ranks.rows`),
-  so the sequence of global batches, the token counts and the loss do not depend on the number of
-  ranks.
+  cut to its own longest document, so the sequence of global batches, the token counts and the loss
+  do not depend on the number of ranks, and a rank computes no wider rows than its own documents need
+  (what the budget prices, normgrow.cluster.budget.per_document).
 """
 
 from __future__ import annotations
@@ -47,22 +48,31 @@ class Ranks:
     def main(self) -> bool:
         return self.rank == 0
 
+    def share(self, rows: int) -> slice:
+        """This rank's contiguous share of `rows` rows: ⌈rows / world⌉ of them (the last ranks' shares
+        run past the end when `rows` is not a multiple of the world size)."""
+        per_rank = -(-rows // self.world)
+        return slice(self.rank * per_rank, (self.rank + 1) * per_rank)
+
     def rows(self, batch: Batch, pad_id: int) -> Batch:
-        """This rank's contiguous share of a global batch's rows.
+        """This rank's contiguous share of a global batch's rows (`share`), as wide as its own longest
+        document: the global batch is padded to the longest of all ranks' documents, which this rank's
+        matmuls and attention would otherwise pay for (in a world of one the width is the batch's).
 
         A batch whose row count is not a multiple of the world size (the last validation batch) is
         first completed with one-token rows, which have no loss position."""
         rows, width = batch.input_ids.shape
-        per_rank = -(-rows // self.world)
-        extra = per_rank * self.world - rows
+        part = self.share(rows)
+        extra = (part.stop - part.start) * self.world - rows
         ids, mask = batch.input_ids, batch.attention_mask
         if extra:
             filler = torch.zeros((extra, width), dtype=mask.dtype)
             filler[:, 0] = 1
             ids = torch.cat([ids, torch.full((extra, width), pad_id, dtype=ids.dtype)])
             mask = torch.cat([mask, filler])
-        part = slice(self.rank * per_rank, (self.rank + 1) * per_rank)
-        return Batch(ids[part].to(self.device), mask[part].to(self.device))
+        ids, mask = ids[part], mask[part]
+        longest = int(mask.sum(1).max())
+        return Batch(ids[:, :longest].to(self.device), mask[:, :longest].to(self.device))
 
     def sum(self, *values: float | torch.Tensor) -> list[float]:
         """Each value summed over all ranks (float64)."""

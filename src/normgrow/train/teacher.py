@@ -87,11 +87,13 @@ def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed
 def unigram_ce(train: TokenStore, valid: TokenStore, vocab_size: int, chunk: int = 10_000) -> float:
     """CE of the add-one-smoothed unigram distribution of the training tokens, on the validation
     next-token labels (every token but the first of each document) — the baseline a teacher
-    must beat."""
+    must beat. One `bincount` per `chunk` documents, over their tokens laid end to end: per document it
+    was a pass over the whole vocabulary each (≈ 125 µs a document at V = 151,936, about 20 minutes
+    of the teacher check at paper scale)."""
     counts = np.ones(vocab_size, dtype=np.float64)
     for start in range(0, len(train), chunk):  # `chunk` documents in memory at a time
-        for ids in train.get(list(range(start, min(start + chunk, len(train))))):
-            counts += np.bincount(ids, minlength=vocab_size)
+        tokens = np.concatenate(train.get(list(range(start, min(start + chunk, len(train))))))
+        counts += np.bincount(tokens, minlength=vocab_size)
     log_p = np.log(counts / counts.sum())
     labels = np.concatenate([ids[1:] for ids in valid.get(list(range(len(valid))))])
     return float(-log_p[labels].mean())

@@ -62,6 +62,7 @@ from normgrow.design.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Ex
 from normgrow.design.phase_record import COUNTERS, PhaseRecord, RunPosition
 from normgrow.model.student import BlockStackStudent
 from normgrow.train.attempts import RetryableError, drop_errors, keep_finished, record_error
+from normgrow.train.compiled import strict_compilation
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import Ranks, process_group, shard_student
 from normgrow.train.evaluate import evaluate_students
@@ -187,7 +188,8 @@ def train_phases(job: TrainingJob, log=sys.stderr) -> list[PhaseRecord]:
                                    job.teacher_revision)
             teacher.to(ranks.device)
             log = log if ranks.main else open(os.devnull, "w")
-            return GroupTrainer(job.tasks, teacher, job.tokens, ranks, log).run()
+            with strict_compilation(log):
+                return GroupTrainer(job.tasks, teacher, job.tokens, ranks, log).run()
     except (Preempted, RetryableError):
         raise
     except Exception as error:
