@@ -38,6 +38,7 @@ wildcard_constraints:
 # Cheap rules run on the submitting host, also under a cluster executor (profile slurm/).
 localrules:
     all,
+    check_teacher_files,
     collect_metrics,
     paper,
     provenance,
