@@ -111,14 +111,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# The workflow's embedded default (the Snakefile's `configfile:`), in the checkout this package runs from.
+EMBEDDED_DEFAULT = Path(__file__).resolve().parents[2] / "config.yaml"
+
+
 def read_configs(paths: list[Path]) -> dict:
-    """Config files merged in order and validated, as the workflow sees them."""
+    """Config files merged in order over the embedded default and validated, as the workflow sees them
+    (`snakemake --configfile A B`: config.yaml, then A, then B; naming config.yaml first changes nothing)."""
     import yaml
 
     from normgrow.design.config import merge, validate_config
 
     config: dict = {}
-    for path in paths:
+    for path in ([EMBEDDED_DEFAULT] if EMBEDDED_DEFAULT.is_file() else []) + list(paths):
         merge(config, yaml.safe_load(path.read_text()))
     return validate_config(config)
 
@@ -147,14 +152,25 @@ def print_phases(args) -> int:
 
 
 def print_preflight(args) -> int:
-    from normgrow.cluster.preflight import check_resources, default_partition, parse_sinfo, run_sinfo
+    from normgrow.cluster.preflight import (
+        check_accounts,
+        check_resources,
+        default_partition,
+        parse_associations,
+        parse_sinfo,
+        run_sacctmgr,
+        run_sinfo,
+    )
 
-    text = run_sinfo()
-    problems = check_resources(read_configs(args.configs), parse_sinfo(text), default_partition(text))
+    config, text, associations = read_configs(args.configs), run_sinfo(), run_sacctmgr()
+    problems = check_resources(config, parse_sinfo(text), default_partition(text)) + check_accounts(
+        config, None if associations is None else parse_associations(associations))
     for problem in problems:
         print(problem)
+    if associations is None:
+        print("accounts and QoS not checked: sacctmgr lists no associations here (no accounting database)")
     if not problems:
-        print("every job group fits a node of its partition")
+        print("every job group fits a node of its partition, within its time limit")
     return 1 if problems else 0
 
 
