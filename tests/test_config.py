@@ -189,7 +189,10 @@ def test_schema_accepts_exactly_the_registered_placements():
     from normgrow.model.layout import PATTERN
 
     schema = yaml.safe_load(SCHEMA.read_text())
-    assert schema["properties"]["runs"]["additionalProperties"]["properties"]["placement"]["pattern"] == PATTERN
+    placement = schema["properties"]["runs"]["additionalProperties"]["properties"]["placement"]
+    assert placement["pattern"] == PATTERN, (  # docs/placements.md, Your own placement
+        f"set runs.*.placement's pattern in src/normgrow/design/config.schema.yaml to normgrow.model.layout.PATTERN, "
+        f"{PATTERN!r}, and name the new placement in its description")
 
 
 def test_undefined_curriculum(raw):
