@@ -388,6 +388,50 @@ def test_a_named_teacher_is_refused_by_its_files_check_before_the_corpus_job(tmp
     assert not (tmp_path / "logs" / "data" / "corpus.log").exists()
 
 
+MODULE = """configfile: "{workflow}/config.yaml"
+
+module normgrow:
+    snakefile: "{workflow}/Snakefile"
+    config: config
+
+use rule * from normgrow
+
+import os
+print("PYTHONPATH=" + os.environ["PYTHONPATH"])
+"""
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_the_workflow_as_a_module_of_another_workflow_dry_runs(tmp_path, copy):
+    """`module` from another directory: the repository's Snakefile (its src/ beside it, put first on the jobs'
+    PYTHONPATH), or a copy of the workflow without src/ (as from a remote source), which uses the normgrow
+    the environment provides; the same jobs as the workflow run directly."""
+    import os
+    import shutil
+
+    workflow = REPO
+    if copy:
+        workflow = tmp_path / "copy"
+        workflow.mkdir()
+        for name in ("Snakefile", "config.yaml", "workflow", "envs"):
+            if (REPO / name).is_dir():
+                shutil.copytree(REPO / name, workflow / name)
+            else:
+                shutil.copy(REPO / name, workflow / name)
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    (outer / "Snakefile").write_text(MODULE.format(workflow=workflow))
+    environment = {**os.environ, "PYTHONPATH": str(REPO / "src")}  # the stand-in for an installed normgrow
+    proc = subprocess.run([SNAKEMAKE, "-n"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600, cwd=outer, env=environment)
+    assert proc.returncode == 0, proc.stdout
+    path = next(line for line in proc.stdout.splitlines() if line.startswith("PYTHONPATH="))
+    assert path.removeprefix("PYTHONPATH=").split(os.pathsep)[0] == str(REPO / "src")
+    assert not copy or str(workflow / "src") not in path
+    direct = Counter(job.rule for job in dry_run(tmp_path))
+    assert Counter(job.rule for job in parse_jobs(proc.stdout)) == direct
+
+
 def test_schema_error_names_the_key(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("runs:\n  post-grow: {placement: post, curriculum: grow, lr: 1}\n")

@@ -39,9 +39,12 @@ validate_config(config)  # the schema is package data: normgrow/design/config.sc
 check_teacher_files(config, supported=FAMILIES)
 # A revision kept from a config file under a teacher.name (data.source.path) given after it, by a later
 # --configfile or --config: a commit of the other repository.
+# Layers in Snakemake's order: the workflow's `configfile:` (config.yaml; a module's: its including workflow's),
+# each --configfile, --config.
+COMMAND_LINE_FILES = [str(path) for path in workflow.config_settings.configfiles]
 check_pinned_revisions(
-    [("config.yaml", load_configfile(os.path.join(workflow.basedir, "config.yaml")))]
-    + [(str(path), load_configfile(path)) for path in workflow.config_settings.configfiles]
+    [(str(path), load_configfile(path)) for path in workflow.configfiles if str(path) not in COMMAND_LINE_FILES]
+    + [(path, load_configfile(path)) for path in COMMAND_LINE_FILES]
     + [("--config", dict(workflow.config_settings.config))]
 )
 # Offline (HF_HUB_OFFLINE=1), what the jobs would read from the hub cache and it lacks: said now, not by a job.
