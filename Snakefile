@@ -4,17 +4,25 @@ import os
 import re
 import sys
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
 # Jobs import normgrow from this checkout, whether or not their environment installs it (the conda
-# env of --software-deployment-method conda holds only the dependencies).
-SOURCE = os.path.join(workflow.basedir, "src")
-sys.path.insert(0, SOURCE)
-os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SOURCE, os.environ.get("PYTHONPATH")])))
-import normgrow.train.threads  # noqa: E402, F401  (jobs inherit a short OpenMP spin: they share the cores fairly)
+# env of --software-deployment-method conda holds only the dependencies). Used as a Snakemake `module` from
+# a remote source, or from a copy without src/, the workflow and its jobs import the installed normgrow.
+SOURCE = os.path.join(str(workflow.current_basedir), "src")  # this file's directory (a module's own, too)
+if os.path.isdir(os.path.join(SOURCE, "normgrow")):
+    sys.path.insert(0, SOURCE)
+    os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SOURCE, os.environ.get("PYTHONPATH")])))
+try:
+    import normgrow.train.threads  # noqa: F401  (jobs inherit a short OpenMP spin: they share the cores fairly)
+except ImportError as error:
+    raise WorkflowError(f"normgrow cannot be imported ({error}): without its src/ beside this Snakefile (a module "
+                        "from a remote source), install it, `pip install normgrow@git+<its repository>`, in the "
+                        "environment that runs Snakemake") from None
 
 
 configfile: os.path.join(workflow.basedir, "config.yaml")
@@ -38,6 +46,7 @@ wildcard_constraints:
 # Cheap rules run on the submitting host, also under a cluster executor (profile slurm/).
 localrules:
     all,
+    check_teacher_files,
     collect_metrics,
     paper,
     provenance,

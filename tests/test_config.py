@@ -13,9 +13,11 @@ from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
 from normgrow.design.config import (
     ConfigError,
     built_runs,
+    check_pinned_revisions,
     check_teacher_files,
     job_resources,
     launch_ranks,
+    offline_gaps,
     pretrain_recipe,
     pretrain_seed,
     rank_batch_size,
@@ -189,7 +191,10 @@ def test_schema_accepts_exactly_the_registered_placements():
     from normgrow.model.layout import PATTERN
 
     schema = yaml.safe_load(SCHEMA.read_text())
-    assert schema["properties"]["runs"]["additionalProperties"]["properties"]["placement"]["pattern"] == PATTERN
+    placement = schema["properties"]["runs"]["additionalProperties"]["properties"]["placement"]
+    assert placement["pattern"] == PATTERN, (  # docs/placements.md, Your own placement
+        f"set runs.*.placement's pattern in src/normgrow/design/config.schema.yaml to normgrow.model.layout.PATTERN, "
+        f"{PATTERN!r}, and name the new placement in its description")
 
 
 def test_undefined_curriculum(raw):
@@ -517,3 +522,62 @@ def test_the_teachers_pretraining_seed_is_its_own_or_the_split_seed(raw):
                              SCHEMA)
     assert pretrain_seed(config) == 42 and pretrain_seed(seeded) == 1042
     assert "seed" not in pretrain_recipe(seeded) and pretrain_recipe(seeded) == pretrain_recipe(config)
+
+
+# ---------------------------------------------------------------- a revision pinned for another repository
+PAPER_TEACHER = {"teacher": {"name": "Qwen/Qwen3-8B-Base", "revision": "4" * 40}}
+
+
+def test_a_teacher_named_after_the_file_that_pinned_its_revision_is_refused_naming_the_key():
+    layers = [("config.yaml", {"teacher": {"name": None}}), ("configs/paper.yaml", PAPER_TEACHER),
+              ("--config", {"teacher": {"name": "ibm-granite/granite-3.3-2b-base"}})]
+    with pytest.raises(ConfigError) as info:
+        check_pinned_revisions(layers)
+    message = str(info.value)
+    assert message.startswith("teacher.revision: '4444") and "'Qwen/Qwen3-8B-Base' (configs/paper.yaml)" in message
+    assert "'ibm-granite/granite-3.3-2b-base' (--config)" in message
+
+
+@pytest.mark.parametrize("override", [{"name": "ibm-granite/granite-3.3-2b-base", "revision": None},
+                                      {"name": "ibm-granite/granite-3.3-2b-base", "revision": "5" * 40},
+                                      {"name": "Qwen/Qwen3-8B-Base"}, {"revision": "6" * 40}, {"dtype": "float32"}])
+def test_a_revision_given_with_its_teacher_or_for_the_same_teacher_passes(override):
+    check_pinned_revisions([("config.yaml", {"teacher": {"name": None}}), ("configs/paper.yaml", PAPER_TEACHER),
+                            ("--config", {"teacher": override})])
+
+
+def test_a_dataset_path_changed_under_a_pinned_revision_is_refused_naming_the_key():
+    pinned = {"data": {"source": {"path": "HuggingFaceFW/fineweb-edu", "revision": "8" * 40}}}
+    other = {"data": {"source": {"path": "someone/other-corpus"}}}
+    with pytest.raises(ConfigError, match=r"^data\.source\.revision: '8888.*'someone/other-corpus' \(mine\.yaml\)"):
+        check_pinned_revisions([("config.yaml", {}), ("paper.yaml", pinned), ("mine.yaml", other)])
+
+
+# ---------------------------------------------------------------- offline, what the hub cache lacks
+def test_offline_a_teacher_and_a_dataset_missing_from_the_cache_are_named(raw, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    paper = merge(raw, load(REPO / "configs" / "paper.yaml"))
+    config = validate_config(paper, SCHEMA)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    assert offline_gaps(config) == []  # online, the jobs download them
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    teacher, data = offline_gaps(config)
+    assert teacher.startswith("teacher.name: 'Qwen/Qwen3-8B-Base' at revision 49e3418") and "hf download" in teacher
+    assert data.startswith("data.source.path: dataset 'HuggingFaceFW/fineweb-edu' at revision 87f0914") \
+        and str(tmp_path / "hub") in data
+    local = local_teacher(tmp_path / "teacher", "qwen3")
+    config = validate_config(merge(raw, {"teacher": {"name": str(local)}}), SCHEMA)
+    assert offline_gaps(config) == []  # a local directory and the embedded corpus need no hub
+
+
+def test_the_docs_own_teacher_example_holds_on_top_of_the_papers_config():
+    """docs/workflow.md, Your own teacher: the example, merged over configs/paper.yaml, pins no Qwen commit
+    on another teacher (its `revision: null`)."""
+    text = (REPO / "docs" / "workflow.md").read_text()
+    example = yaml.safe_load(text.split("your own teacher is:\n\n```yaml\n", 1)[1].split("```", 1)[0])
+    layers = [("config.yaml", load(REPO / "config.yaml")),
+              ("configs/paper.yaml", load(REPO / "configs" / "paper.yaml")), ("docs/workflow.md", example)]
+    check_pinned_revisions(layers)
+    assert example["tokenizer"] == {"train": False} and "boundary_token" in example["data"]

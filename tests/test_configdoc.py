@@ -94,3 +94,12 @@ def test_every_key_of_a_shipped_config_has_a_row(config, rendered):
     keys = set(leaf_keys(yaml.safe_load((REPO / config).read_text())))
     documented = set(re.findall(r"^\| `([^`]+)` \|", rendered, re.M))
     assert not keys - documented, f"{config}: keys without a row in docs/configuration.md: {sorted(keys - documented)}"
+
+
+def test_the_reference_names_every_supported_teacher_family(schema):
+    """teacher.name's entry lists normgrow.model.family's families, every one (docs/configuration.md)."""
+    from normgrow.model.family import SOURCES
+
+    described = schema["properties"]["teacher"]["properties"]["name"]["description"]
+    listed = re.search(r"families ([\w, ]+):", described).group(1).split(", ")
+    assert listed == list(SOURCES)

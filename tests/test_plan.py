@@ -95,3 +95,62 @@ def test_paper_plan_from_the_shipped_teacher_config(capsys):
                  "2", "--teacher-config", str(REPO / "configs" / "teachers" / "qwen3-8b-base")]) == 0
     out = capsys.readouterr().out
     assert "a group of 2 students on one teacher forward:" in out and "other students × 1" in out
+
+
+# ---------------------------------------------------------------- the command a user relies on
+QWEN3_8B = str(REPO / "configs" / "teachers" / "qwen3-8b-base")
+PAPER = str(REPO / "configs" / "paper.yaml")
+
+
+def test_the_plan_reads_the_embedded_default_first_as_the_workflow_does(capsys):
+    assert main(["plan", PAPER, "--teacher-config", QWEN3_8B]) == 0
+    without = capsys.readouterr().out
+    assert main(["plan", str(REPO / "config.yaml"), PAPER, "--teacher-config", QWEN3_8B]) == 0
+    assert capsys.readouterr().out == without and "→ fits" in without
+
+
+@pytest.mark.parametrize("where", ["offline", "unreachable"])
+def test_a_teacher_config_out_of_reach_is_one_line_naming_teacher_config(tmp_path, monkeypatch, where):
+    import time
+
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", where == "offline")
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: refused at once
+    start = time.monotonic()
+    with pytest.raises(SystemExit) as info:
+        main(["plan", PAPER])
+    message = str(info.value)
+    assert time.monotonic() - start < 10  # not huggingface_hub's ~23 s of retries
+    assert "\n" not in message and "--teacher-config" in message and str(tmp_path / "hub") in message
+    assert ("offline (HF_HUB_OFFLINE)" if where == "offline" else "the hub (http://127.0.0.1:9) is unreachable") \
+        in message
+
+
+def test_the_plan_refuses_a_family_the_dry_run_refuses(tmp_path):
+    from transformers import GraniteConfig
+
+    GraniteConfig(hidden_size=16, num_attention_heads=2, num_key_value_heads=2, num_hidden_layers=1).save_pretrained(
+        tmp_path)
+    with pytest.raises(SystemExit, match=r"is a 'granite' model .* not a supported decoder family \(qwen3, "):
+        main(["plan", PAPER, "--teacher-config", str(tmp_path)])
+
+
+def test_a_plan_that_does_not_fit_says_the_largest_micro_batch_and_the_gpus_that_fit(capsys):
+    from transformers import AutoConfig
+
+    from normgrow.cli import read_configs
+    from normgrow.cluster.plan import what_fits
+
+    paper = read_configs([REPO / "configs" / "paper.yaml"])
+    teacher = AutoConfig.from_pretrained(QWEN3_8B)
+    assert not plan(paper, teacher, 2, 80)["fits"]
+    lines = what_fits(paper, teacher, 2, 80).splitlines()
+    assert lines == ["  on 2 GPUs, at most 10 documents per rank fit (train.batch_size: 20, a micro-batch of 81,920 "
+                     "tokens)", "  train.batch_size 64 fits on 8 GPUs (resources.train.gpus × nodes)"]
+    for rows, fits in ((10, True), (11, False)):  # the largest: one more does not fit
+        assert plan({**paper, "train": {**paper["train"], "batch_size": 2 * rows}}, teacher, 2, 80)["fits"] is fits
+    assert plan(paper, teacher, 4, 80)["fits"] is False and plan(paper, teacher, 8, 80)["fits"]
+    assert main(["plan", PAPER, "--teacher-config", QWEN3_8B, "--gpus", "2"]) == 0
+    assert "at most 10 documents per rank fit" in capsys.readouterr().out

@@ -5,6 +5,7 @@ at a time."""
 import math
 
 import numpy as np
+import pytest
 import torch
 from conftest import make_teacher
 
@@ -128,3 +129,69 @@ def test_pretraining_snapshots_are_the_model_at_evenly_spaced_updates(tmp_path):
     assert sorted(seen) == [2, 4]
     assert torch.equal(seen[4], model.lm_head.weight) and not torch.equal(seen[2], seen[4])
     assert torch.equal(model.lm_head.weight, plain.lm_head.weight)
+
+
+# ---------------------------------------------------------------- the first job that touches a named teacher
+TINY = {"hidden_size": 16, "num_attention_heads": 2, "num_key_value_heads": 2, "num_hidden_layers": 1}
+
+
+def named_teacher(folder, config, tokens: list[str] | None = None):
+    """A teacher directory of config.json (a transformers config saved as it is) and, with `tokens`, a
+    word-level tokenizer of that vocabulary (its EOS the last token): all that check_teacher_files reads."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    config.save_pretrained(folder)
+    if tokens is not None:
+        tokenizer = Tokenizer(models.WordLevel({token: i for i, token in enumerate(tokens)}, unk_token=tokens[0]))
+        PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token=tokens[0], eos_token=tokens[-1]).save_pretrained(
+            folder)
+    return str(folder)
+
+
+def files_config(name: str, boundary: str = "<eos>", teacher_tokenizer: bool = True) -> dict:
+    return {"teacher": {"name": name}, "tokenizer": {"train": not teacher_tokenizer},
+            "data": {"boundary_token": boundary}}
+
+
+def test_the_files_check_reads_a_supported_teacher_and_its_boundary_token(tmp_path):
+    from transformers import LlamaConfig
+
+    from normgrow.train.teacher import check_teacher_files
+
+    name = named_teacher(tmp_path, LlamaConfig(**TINY), ["<unk>", "a", "<eos>"])
+    assert check_teacher_files(files_config(name)) == {"name": name, "revision": None, "model_type": "llama",
+                                                       "tokenizer_size": 3, "boundary_id": 2}
+    assert "boundary_id" not in check_teacher_files(files_config(name, "<|endoftext|>", teacher_tokenizer=False))
+
+
+def test_the_files_check_refuses_an_unsupported_family_naming_teacher_name(tmp_path):
+    from transformers import GraniteConfig
+
+    from normgrow.design.config import ConfigError
+    from normgrow.train.teacher import check_teacher_files
+
+    name = named_teacher(tmp_path, GraniteConfig(**TINY))
+    with pytest.raises(ConfigError, match=r"^teacher\.name: .* is a 'granite' model .*qwen3, qwen2, llama"):
+        check_teacher_files(files_config(name))
+
+
+def test_the_files_check_refuses_what_a_supported_family_cannot_keep(tmp_path):
+    from transformers import Gemma2Config
+
+    from normgrow.train.teacher import check_teacher_files
+
+    name = named_teacher(tmp_path, Gemma2Config(**TINY, final_logit_softcapping=30.0))
+    with pytest.raises(ValueError, match="final_logit_softcapping=30.0 is not supported"):
+        check_teacher_files(files_config(name, teacher_tokenizer=False))
+
+
+def test_the_files_check_refuses_a_boundary_token_outside_the_teachers_tokenizer(tmp_path):
+    from transformers import Qwen3Config
+
+    from normgrow.design.config import ConfigError
+    from normgrow.train.teacher import check_teacher_files
+
+    name = named_teacher(tmp_path, Qwen3Config(**TINY), ["<unk>", "a", "<eos>"])
+    with pytest.raises(ConfigError, match=r"^data\.boundary_token: '<\|endoftext\|>' .*'<eos>'"):
+        check_teacher_files(files_config(name, "<|endoftext|>"))

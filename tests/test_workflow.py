@@ -378,6 +378,104 @@ def test_an_unsupported_local_teacher_fails_the_dry_run_naming_the_key(tmp_path)
         proc.stdout
 
 
+def test_another_teacher_under_the_papers_pinned_revision_fails_the_dry_run_naming_the_key(tmp_path):
+    """configs/paper.yaml pins Qwen3-8B-Base's commit: a teacher.name given on the command line without its own
+    revision would keep that commit of another repository (normgrow.design.config.check_pinned_revisions)."""
+    paper = ("--configfile", str(REPO / "configs" / "paper.yaml"))
+    proc = snakemake(tmp_path, "-n", "results/paper", *paper, "--config",
+                     'teacher={"name": "ibm-granite/granite-3.3-2b-base"}')
+    assert proc.returncode != 0
+    assert any(line.startswith("teacher.revision: '49e3418") and "(--config)" in line
+               for line in proc.stdout.splitlines()), proc.stdout
+    dry_run(tmp_path, "results/paper", *paper, "--config",
+            'teacher={"name": "ibm-granite/granite-3.3-2b-base", "revision": "' + "0" * 40 + '"}')
+
+
+def test_an_offline_dry_run_names_what_the_hub_cache_lacks(tmp_path):
+    """HF_HUB_OFFLINE=1 and an empty hub cache: the paper's dry run plans its jobs and warns, naming the teacher
+    and the corpus that its jobs would not find (normgrow.design.config.offline_gaps)."""
+    import os
+
+    environment = {**{k: v for k, v in os.environ.items() if not k.startswith("HF_")},
+                   "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n", "results/paper",
+           "--configfile", str(REPO / "configs" / "paper.yaml")]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+                          cwd=tmp_path, env=environment)
+    assert proc.returncode == 0, proc.stdout
+    warnings = [line for line in proc.stdout.splitlines() if line.startswith("offline (HF_HUB_OFFLINE): ")]
+    assert len(warnings) == 2, proc.stdout
+    assert "teacher.name: 'Qwen/Qwen3-8B-Base'" in warnings[0] and "'HuggingFaceFW/fineweb-edu'" in warnings[1]
+    assert "offline (HF_HUB_OFFLINE)" not in snakemake(tmp_path, "-n", "results/paper", "--configfile",
+                                                       str(REPO / "configs" / "paper.yaml")).stdout
+
+
+@pytest.mark.slow
+def test_a_named_teacher_is_refused_by_its_files_check_before_the_corpus_job(tmp_path):
+    """A teacher the dry run passes (a Gemma 2 directory: a supported family) but whose config sets what the
+    student cannot keep (a final logit cap): refused by check_teacher_files, the job the corpus waits for,
+    from its config.json alone; the corpus job never starts."""
+    from transformers import Gemma2Config
+
+    teacher = tmp_path / "teacher"
+    Gemma2Config(hidden_size=16, num_attention_heads=2, num_key_value_heads=2, num_hidden_layers=1,
+                 final_logit_softcapping=30.0).save_pretrained(teacher)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(f"teacher: {{name: {teacher}, dtype: float32}}\n")
+    corpus = next(job for job in dry_run(tmp_path, "results/data/tokens", "--configfile", str(mine))
+                  if job.rule == "corpus")
+    assert corpus.fields["input"] == "results/teacher/files.json"  # the corpus job waits for the check
+    proc = snakemake(tmp_path, "--cores", "1", "results/data/tokens", "--configfile", str(mine))
+    assert proc.returncode != 0
+    log = (tmp_path / "logs" / "teacher" / "check_files.log").read_text()
+    assert "final_logit_softcapping=30.0 is not supported" in log
+    assert not (tmp_path / "logs" / "data" / "corpus.log").exists()
+
+
+MODULE = """configfile: "{workflow}/config.yaml"
+
+module normgrow:
+    snakefile: "{workflow}/Snakefile"
+    config: config
+
+use rule * from normgrow
+
+import os
+print("PYTHONPATH=" + os.environ["PYTHONPATH"])
+"""
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_the_workflow_as_a_module_of_another_workflow_dry_runs(tmp_path, copy):
+    """`module` from another directory: the repository's Snakefile (its src/ beside it, put first on the jobs'
+    PYTHONPATH), or a copy of the workflow without src/ (as from a remote source), which uses the normgrow
+    the environment provides; the same jobs as the workflow run directly."""
+    import os
+    import shutil
+
+    workflow = REPO
+    if copy:
+        workflow = tmp_path / "copy"
+        workflow.mkdir()
+        for name in ("Snakefile", "config.yaml", "workflow", "envs"):
+            if (REPO / name).is_dir():
+                shutil.copytree(REPO / name, workflow / name)
+            else:
+                shutil.copy(REPO / name, workflow / name)
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    (outer / "Snakefile").write_text(MODULE.format(workflow=workflow))
+    environment = {**os.environ, "PYTHONPATH": str(REPO / "src")}  # the stand-in for an installed normgrow
+    proc = subprocess.run([SNAKEMAKE, "-n"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600, cwd=outer, env=environment)
+    assert proc.returncode == 0, proc.stdout
+    path = next(line for line in proc.stdout.splitlines() if line.startswith("PYTHONPATH="))
+    assert path.removeprefix("PYTHONPATH=").split(os.pathsep)[0] == str(REPO / "src")
+    assert not copy or str(workflow / "src") not in path
+    direct = Counter(job.rule for job in dry_run(tmp_path))
+    assert Counter(job.rule for job in parse_jobs(proc.stdout)) == direct
+
+
 def test_schema_error_names_the_key(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("runs:\n  post-grow: {placement: post, curriculum: grow, lr: 1}\n")

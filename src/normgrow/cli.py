@@ -111,14 +111,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# The workflow's embedded default (the Snakefile's `configfile:`), in the checkout this package runs from.
+EMBEDDED_DEFAULT = Path(__file__).resolve().parents[2] / "config.yaml"
+
+
 def read_configs(paths: list[Path]) -> dict:
-    """Config files merged in order and validated, as the workflow sees them."""
+    """Config files merged in order over the embedded default and validated, as the workflow sees them
+    (`snakemake --configfile A B`: config.yaml, then A, then B; naming config.yaml first changes nothing)."""
     import yaml
 
     from normgrow.design.config import merge, validate_config
 
     config: dict = {}
-    for path in paths:
+    for path in ([EMBEDDED_DEFAULT] if EMBEDDED_DEFAULT.is_file() else []) + list(paths):
         merge(config, yaml.safe_load(path.read_text()))
     return validate_config(config)
 
@@ -147,35 +152,91 @@ def print_phases(args) -> int:
 
 
 def print_preflight(args) -> int:
-    from normgrow.cluster.preflight import check_resources, default_partition, parse_sinfo, run_sinfo
+    from normgrow.cluster.preflight import (
+        check_accounts,
+        check_resources,
+        default_partition,
+        parse_associations,
+        parse_sinfo,
+        run_sacctmgr,
+        run_sinfo,
+    )
 
-    text = run_sinfo()
-    problems = check_resources(read_configs(args.configs), parse_sinfo(text), default_partition(text))
+    config, text, associations = read_configs(args.configs), run_sinfo(), run_sacctmgr()
+    problems = check_resources(config, parse_sinfo(text), default_partition(text)) + check_accounts(
+        config, None if associations is None else parse_associations(associations))
     for problem in problems:
         print(problem)
+    if associations is None:
+        print("accounts and QoS not checked: sacctmgr lists no associations here (no accounting database)")
     if not problems:
-        print("every job group fits a node of its partition")
+        print("every job group fits a node of its partition, within its time limit")
     return 1 if problems else 0
 
 
 def teacher_config(config: dict, override: str | None):
+    """The teacher's transformers config as the plan and the trace read it: `--teacher-config` (a directory or hub
+    id), or teacher.name at teacher.revision, from the hub cache first, else from the hub. A one-line SystemExit
+    where it cannot be read (offline, or the hub unreachable: said at once, not after huggingface_hub's retries)
+    or where its family is one the workflow refuses (normgrow.design.config.check_teacher_family)."""
+    from huggingface_hub import constants
     from transformers import AutoConfig
+    from transformers.utils import cached_file
+
+    from normgrow.design.config import check_teacher_family
+    from normgrow.model.family import PREFIXES, check_supported
 
     teacher = override or config["teacher"]["name"]
     if teacher is None:
         raise SystemExit("teacher.name is null (a teacher built by the workflow): pass --teacher-config DIR")
-    return AutoConfig.from_pretrained(teacher, revision=None if override else config["teacher"].get("revision"))
+    revision = None if override else config["teacher"].get("revision")
+    try:
+        try:
+            path = cached_file(teacher, "config.json", revision=revision, local_files_only=True)
+        except OSError:
+            if constants.HF_HUB_OFFLINE:
+                raise OSError("offline (HF_HUB_OFFLINE)") from None
+            hub_reachable()
+            path = cached_file(teacher, "config.json", revision=revision)
+        check_teacher_family(teacher, json.loads(Path(path).read_text()).get("model_type"), PREFIXES)
+        loaded = AutoConfig.from_pretrained(Path(path).parent)
+        check_supported(loaded)
+    except OSError as error:
+        raise SystemExit(f"normgrow: cannot read the config.json of teacher {teacher!r} at revision "
+                         f"{revision or 'main'}: {' '.join(str(error).split())[:200]}; it is not in the hub cache "
+                         f"({constants.HF_HUB_CACHE}): pass --teacher-config DIR (a directory with its config.json; "
+                         "configs/teachers/ holds the paper's) or download it there") from None
+    except ValueError as error:  # a family the workflow refuses: as the dry run says it
+        raise SystemExit(f"normgrow: {error}") from None
+    return loaded
+
+
+def hub_reachable(timeout_s: float = 5.0) -> None:
+    """An OSError at once where the hub's host cannot be reached (huggingface_hub would retry for ~23 s)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s).close()
+    except OSError as error:
+        raise OSError(f"the hub ({constants.ENDPOINT}) is unreachable ({error})") from None
 
 
 def print_plan(args) -> int:
     from normgrow.cluster.budget import budget, format_budget
-    from normgrow.cluster.plan import format_plan, plan
+    from normgrow.cluster.plan import format_plan, plan, what_fits
 
     config = read_configs(args.configs)
     teacher = teacher_config(config, args.teacher_config)
     result = plan(config, teacher, args.gpus, args.gpu_gb, False if args.no_activation_checkpointing else None,
                   args.students)
     print(format_plan(result))
+    if not result["fits"]:
+        print(what_fits(config, teacher, args.gpus, args.gpu_gb, False if args.no_activation_checkpointing else None,
+                        args.students))
     print(format_budget(budget(config, teacher, result["resume_state_gb"], args.nodes, args.mfu, args.peak_tflops,
                                args.sigma, mean_tokens=args.mean_doc_tokens)))
     return 0

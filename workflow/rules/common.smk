@@ -3,14 +3,19 @@
 # reaches a job through its params or inputs, so that changing it reruns the job; execution settings
 # (kind `execution`: threads, resources, train.resume_every, train.loss_chunk, ...) are read by the job
 # from `snakemake.config`, so that changing them reruns nothing.
+from snakemake.common.configfile import load_configfile
+from snakemake.logging import logger
+
 from normgrow.model.family import PREFIXES as FAMILIES  # torch-free: the supported decoder families
 from normgrow.paper.items import ITEMS, report_items
 from normgrow.design import science_code
 from normgrow.design.config import (
     built_runs,
+    check_pinned_revisions,
     check_teacher_files,
     job_resources,
     launch_ranks,
+    offline_gaps,
     pretrain_recipe,
     pretrain_seed,
     science_config,
@@ -32,6 +37,19 @@ validate_config(config)  # the schema is package data: normgrow/design/config.sc
 # A teacher whose files are readable now (a local directory, the hub cache): its family and, with its own
 # tokenizer, the boundary token checked before any job runs (otherwise every phase job fails on them).
 check_teacher_files(config, supported=FAMILIES)
+# A revision kept from a config file under a teacher.name (data.source.path) given after it, by a later
+# --configfile or --config: a commit of the other repository.
+# Layers in Snakemake's order: the workflow's `configfile:` (config.yaml; a module's: its including workflow's),
+# each --configfile, --config.
+COMMAND_LINE_FILES = [str(path) for path in workflow.config_settings.configfiles]
+check_pinned_revisions(
+    [(str(path), load_configfile(path)) for path in workflow.configfiles if str(path) not in COMMAND_LINE_FILES]
+    + [(path, load_configfile(path)) for path in COMMAND_LINE_FILES]
+    + [("--config", dict(workflow.config_settings.config))]
+)
+# Offline (HF_HUB_OFFLINE=1), what the jobs would read from the hub cache and it lacks: said now, not by a job.
+for gap in offline_gaps(config):
+    logger.warning(f"offline (HF_HUB_OFFLINE): {gap}")
 
 RUNS = built_runs(config)
 SEEDS = [str(s) for s in config["seeds"]]
@@ -52,6 +70,12 @@ def corpus_train_docs():
 def teacher_input():
     """The teacher as a rule input when the workflow builds it (nothing for a hub id)."""
     return [] if config["teacher"]["name"] else ["results/teacher/model"]
+
+
+def teacher_files_checked():
+    """For a named teacher, its files' check (rule check_teacher_files) as an input of the corpus job, so that a
+    teacher every phase would refuse is refused first; ancient: a new check reruns no corpus."""
+    return {"teacher_files": ancient("results/teacher/files.json")} if config["teacher"]["name"] else {}
 
 
 def teacher_param(wildcards, input):

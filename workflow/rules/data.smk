@@ -1,4 +1,6 @@
 rule corpus:
+    input:
+        **teacher_files_checked(),
     output:
         train="results/data/corpus/train.jsonl",
         valid="results/data/corpus/valid.jsonl",

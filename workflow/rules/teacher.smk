@@ -3,6 +3,24 @@
 TEACHER_SNAPSHOTS = (config["teacher"].get("pretrain") or {}).get("snapshots", 0) if not config["teacher"]["name"] else 0
 
 
+# A named teacher (hub id or local directory) checked from its config and tokenizer alone, on the submitting host,
+# before the corpus job (which waits for it): its family and boundary token, where the dry run could not read
+# them (a hub id not in the cache). Nothing for a teacher pretrained here.
+rule check_teacher_files:
+    output:
+        "results/teacher/files.json",
+    params:
+        **hub_teacher_params(),  # a rerun trigger: another teacher or snapshot is checked again
+        boundary_token=config["data"]["boundary_token"],
+        teacher_tokenizer=not config["tokenizer"]["train"],
+    log:
+        "logs/teacher/check_files.log",
+    conda:
+        "../../envs/normgrow.yaml"
+    script:
+        "../scripts/check_teacher_files.py"
+
+
 rule pretrain_teacher:
     input:
         tokenizer="results/data/tokenizer",

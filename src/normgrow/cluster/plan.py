@@ -40,6 +40,8 @@ Tokens per phase are an upper bound: steps × batch × max length (documents are
 
 from __future__ import annotations
 
+import copy
+
 from normgrow.design.execution import shares_teacher_forward
 
 GB = 1e9
@@ -149,6 +151,29 @@ def plan(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_chec
             "resume_state_gb": students * (4 * counts["total"] + 8 * counts["trainable"]) / GB,
             "warning_seconds": config["resources"]["train"]["warning_seconds"],
             "shutdown_timeout": config["resources"]["train"]["shutdown_timeout"]}
+
+
+def what_fits(config: dict, teacher_config, gpus: int, gpu_gb: float, activation_checkpointing: bool | None = None,
+              students: int | None = None) -> str:
+    """For a plan that does not fit: the largest micro-batch (documents per rank) that fits on `gpus` GPUs,
+    and the fewest GPUs (dividing train.batch_size) on which the configured batch fits, each with the key
+    to set; or why neither does (the replicated teacher alone, say)."""
+    batch, rows = config["train"]["batch_size"], max(1, config["train"]["batch_size"] // gpus)
+
+    def fits(batch_size: int, ranks: int) -> bool:
+        changed = copy.deepcopy(config)
+        changed["train"]["batch_size"] = batch_size
+        return plan(changed, teacher_config, ranks, gpu_gb, activation_checkpointing, students)["fits"]
+
+    fewer = next((r for r in range(rows - 1, 0, -1) if fits(r * gpus, gpus)), None)
+    more = next((g for g in range(gpus + 1, batch + 1) if batch % g == 0 and fits(batch, g)), None)
+    lines = [f"  on {gpus} GPUs, at most {fewer} documents per rank fit (train.batch_size: {fewer * gpus}, a "
+             f"micro-batch of {fewer * config['data']['max_length']:,} tokens)" if fewer else
+             f"  on {gpus} GPUs, not even one document per rank fits"]
+    lines.append(f"  train.batch_size {batch} fits on {more} GPUs (resources.train.gpus × nodes)" if more else
+                 f"  train.batch_size {batch} fits on no number of GPUs up to {batch} (the teacher is replicated "
+                 "on every rank): lower data.max_length or use GPUs with more memory")
+    return "\n".join(lines)
 
 
 def format_plan(p: dict) -> str:

@@ -262,17 +262,28 @@ def check_teacher_files(config: dict, supported: Collection[str]) -> None:
     if name is None:
         return
     path = teacher_file(name, revision, "config.json")
-    model_type = None if path is None else json.loads(path.read_text()).get("model_type")
-    if path is not None and model_type not in supported:
+    if path is not None:
+        check_teacher_family(name, json.loads(path.read_text()).get("model_type"), supported)
+    tokenizer = None if config["tokenizer"]["train"] else teacher_tokenizer(name, revision)
+    if tokenizer is not None:
+        check_boundary_token(config, tokenizer)
+
+
+def check_teacher_family(name: str, model_type: str | None, supported: Collection[str]) -> None:
+    """Refuse a teacher whose config.json's `model_type` is none of the `supported` families."""
+    if model_type not in supported:
         raise ConfigError(f"teacher.name: {name!r} is a {model_type!r} model (its config.json's model_type), not a "
                           f"supported decoder family ({', '.join(supported)}; normgrow.model.family): every phase "
                           "would fail on it")
+
+
+def check_boundary_token(config: dict, tokenizer) -> None:
+    """Refuse a data.boundary_token that the teacher's own `tokenizer` (tokenizer.train false) lacks."""
     boundary = config["data"]["boundary_token"]
-    tokenizer = None if config["tokenizer"]["train"] else teacher_tokenizer(name, revision)
-    if tokenizer is not None and boundary not in tokenizer.get_vocab():
+    if boundary not in tokenizer.get_vocab():
         raise ConfigError(f"data.boundary_token: {boundary!r} is not in the vocabulary of the tokenizer of "
-                          f"teacher.name {name!r} (tokenizer.train: false): name one of its tokens, such as its EOS "
-                          f"token {tokenizer.eos_token!r}")
+                          f"teacher.name {config['teacher']['name']!r} (tokenizer.train: false): name one of its "
+                          f"tokens, such as its EOS token {tokenizer.eos_token!r}")
 
 
 def teacher_file(name: str, revision: str | None, filename: str) -> Path | None:
@@ -338,6 +349,67 @@ def is_hub_dataset(path: str) -> bool:
     """Whether data.source.path names a hub dataset (`namespace/name` that is no local path; a builder
     such as `parquet` has no namespace)."""
     return "/" in path and HUB_ID.fullmatch(path) is not None and not Path(path).expanduser().exists()
+
+
+# Each pinned hub snapshot with the key naming its repository: a revision is a commit of that repository only.
+PINNED_REVISIONS = {("teacher",): "name", ("data", "source"): "path"}
+
+
+def check_pinned_revisions(layers: list[tuple[str, dict]]) -> None:
+    """Refuse a revision pinned for another repository: `layers` are the config's sources as Snakemake merges
+    them, in order, each (where it came from, its raw dict): config.yaml, each --configfile, --config. A
+    layer that names another teacher.name (data.source.path) than the one a revision was pinned with, and
+    sets no revision itself, would keep that commit of the old repository (configs/paper.yaml's Qwen
+    revision under `--config 'teacher={"name": ...}'`)."""
+    for section, key in PINNED_REVISIONS.items():
+        where = ".".join(section)
+        repository = pinned = None  # (value, origin) of the repository's key; (revision, repository) pinned
+        for origin, layer in layers:
+            holder = layer
+            for part in section:
+                holder = holder.get(part) if isinstance(holder, dict) else None
+            if not isinstance(holder, dict):
+                continue
+            if key in holder:
+                repository = (holder[key], origin)
+            if "revision" in holder:
+                pinned = (holder["revision"], repository)
+        if pinned is None or pinned[0] is None or pinned[1] is None or pinned[1][0] == repository[0]:
+            continue
+        (revision, (old, old_origin)), (new, new_origin) = pinned, repository
+        raise ConfigError(f"{where}.revision: {revision!r} is a commit of {where}.{key} {old!r} ({old_origin}), "
+                          f"but {where}.{key} is {new!r} ({new_origin}): set {where}.revision with it, null for "
+                          f"the default branch of {new!r} or one of its commits")
+
+
+def offline_gaps(config: dict) -> list[str]:
+    """With the hub switched off (HF_HUB_OFFLINE), what the jobs would read from the hub and the hub cache
+    lacks: the teacher (its config.json at teacher.revision) and a hub dataset (its snapshot at
+    data.source.revision), one line each naming the key and the download. Nothing when online, or without
+    huggingface_hub (the dry-run environment)."""
+    try:
+        from huggingface_hub import constants, snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError:
+        return []
+    if not constants.HF_HUB_OFFLINE:
+        return []
+    gaps = []
+    name, revision = config["teacher"]["name"], config["teacher"].get("revision")
+    if name is not None and not Path(name).expanduser().is_dir() and teacher_file(name, revision,
+                                                                                  "config.json") is None:
+        gaps.append(f"teacher.name: {name!r} at revision {revision or 'main'} is not in the hub cache "
+                    f"({constants.HF_HUB_CACHE}): `hf download {name} --revision {revision or 'main'}`")
+    source = config["data"]["source"]
+    if source["loader"] == "datasets" and is_hub_dataset(source["path"]):
+        try:
+            snapshot_download(source["path"], repo_type="dataset", revision=source.get("revision"),
+                              local_files_only=True)
+        except LocalEntryNotFoundError:
+            gaps.append(f"data.source.path: dataset {source['path']!r} at revision {source.get('revision') or 'main'} "
+                        f"is not in the hub cache ({constants.HF_HUB_CACHE}): `hf download {source['path']} "
+                        f"--repo-type dataset --revision {source.get('revision') or 'main'}`")
+    return gaps
 
 
 def launch_ranks(config: dict) -> dict[str, int]:

@@ -11,9 +11,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from normgrow.design.config import check_boundary_token, check_teacher_family
 from normgrow.design.curriculum import snapshot_steps
 from normgrow.design.schedule import lr_at
-from normgrow.model.family import attention_kernel
+from normgrow.model.family import PREFIXES, attention_kernel, family
 from normgrow.train.data import DataPosition, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import default_device
 from normgrow.train.evaluate import causal_lm_ce
@@ -35,6 +36,30 @@ def load_teacher(name_or_path: str, dtype: str = "float32", attn_implementation:
                                                    attn_implementation=attention_kernel(config, attn_implementation))
     teacher.eval().requires_grad_(False)
     return teacher
+
+
+def check_teacher_files(config: dict) -> dict:
+    """Check a named teacher (teacher.name at teacher.revision) from its config and, with tokenizer.train
+    false, its tokenizer, downloading only those files (never its weights): its family is supported and
+    keeps what the student needs (normgrow.model.family), its tokenizer holds data.boundary_token. Raises
+    normgrow.design.config.ConfigError or ValueError naming the key; returns what it read. The first job
+    that touches a hub teacher, before the corpus is read (workflow/rules/teacher.smk)."""
+    import json
+
+    from transformers import AutoConfig, AutoTokenizer
+    from transformers.utils import cached_file
+
+    name, revision = config["teacher"]["name"], config["teacher"].get("revision")
+    model_type = json.loads(Path(cached_file(name, "config.json", revision=revision)).read_text()).get("model_type")
+    check_teacher_family(name, model_type, PREFIXES)
+    family(AutoConfig.from_pretrained(name, revision=revision))  # what a supported family sets that it cannot keep
+    report = {"name": name, "revision": revision, "model_type": model_type}
+    if not config["tokenizer"]["train"]:
+        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
+        check_boundary_token(config, tokenizer)
+        report.update(tokenizer_size=len(tokenizer),
+                      boundary_id=tokenizer.convert_tokens_to_ids(config["data"]["boundary_token"]))
+    return report
 
 
 def pretrain_teacher(spec: dict, tokenizer, train: TokenStore, pad_id: int, seed: int, log=None,
