@@ -19,15 +19,25 @@ from normgrow.paper.results import RunPhase, collect_phases, read_metric
 PACKAGE = Path(science_code.__file__).parents[1]  # src/normgrow
 
 
-def test_the_digest_changes_with_one_line_of_a_phase_module_only(tmp_path):
+def test_the_digest_changes_with_one_line_of_a_phase_modules_code_only(tmp_path):
     copy = tmp_path / "normgrow"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     assert science_code.digest(copy) == science_code.digest() == science_code.record()["digest"]
     with open(copy / "train" / "tracking.py", "a") as f:  # execution only: the same code for a phase
+        f.write("TRACKED = 1\n")
+    assert science_code.digest(copy) == science_code.digest()
+    objective = copy / "train" / "objective.py"
+    with open(objective, "a") as f:  # a comment, in a phase module
         f.write("# a comment\n")
     assert science_code.digest(copy) == science_code.digest()
-    with open(copy / "train" / "objective.py", "a") as f:
-        f.write("# a one-line fix\n")
+    source = objective.read_text()
+    documented = source.replace('"""The distillation', '"""An edited docstring. The distillation', 1).replace(
+        '"""Loss terms', '"""An edited docstring. Loss terms', 1)  # the module's docstring and a method's
+    assert documented.count("An edited docstring") == 2
+    objective.write_text(documented.replace("\n\n\n", "\n\n\n\n"))  # and the layout
+    assert science_code.digest(copy) == science_code.digest()
+    with open(objective, "a") as f:
+        f.write("FIX = 1\n")  # a one-line fix
     assert science_code.digest(copy) != science_code.digest()
 
 

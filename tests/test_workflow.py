@@ -257,6 +257,31 @@ def test_the_site_template_through_the_slurm_profile_gives_each_job_its_partitio
         assert (job.resources.get("slurm_account"), job.resources.get("qos")) == ("my-project", "normal"), job.rule
 
 
+def test_the_gpu_type_constraint_and_sbatch_flags_reach_every_job_of_their_group(tmp_path):
+    """A GPU model, a constraint, a reservation and sbatch flags under resources.train, after the site
+    template: every phase job of the paper DAG carries them as the SLURM plugin's resources (gpu_model →
+    --gpus=MODEL:N, constraint → -C, the rest after --signal in slurm_extra); the model jobs keep the
+    template's GPU model and no constraint."""
+    site = tmp_path / "site.yaml"
+    site.write_text('resources:\n  train: {constraint: "h100&ib", reservation: maint, slurm_extra: "--exclusive"}\n')
+    command = [SNAKEMAKE, "--profile", "slurm", "--directory", str(tmp_path), "-n", "results/paper",
+               "--configfile", str(REPO / "configs" / "paper.yaml"), str(REPO / "configs" / "site-template.yaml"),
+               str(site)]
+    proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    jobs = parse_jobs(proc.stdout)
+    phases = training_jobs(jobs)
+    assert len(phases) == 18
+    for key, job in phases.items():
+        assert (job.resources["gpu"], job.resources["gpu_model"]) == ("8", "h100"), key
+        assert job.resources["constraint"] == "h100&ib", key
+        assert job.resources["slurm_extra"] == "--signal=TERM@600 --reservation=maint --exclusive", key
+    for job in jobs:
+        if job.rule in ("check_teacher", "diagnose"):
+            assert (job.resources["gpu"], job.resources["gpu_model"]) == ("1", "h100"), job
+            assert "constraint" not in job.resources and "slurm_extra" not in job.resources, job
+
+
 def test_group_jobs_through_the_slurm_profile_ask_for_their_students_memory_and_runtime(tmp_path):
     """With resources.train.group_size: 2, each group of the paper DAG is one cluster job (train_{id};
     a phase with no partner is a group of one) on a phase's GPUs and CPUs per GPU, asking for its

@@ -58,6 +58,9 @@ PHASES = PhaseTable.from_config(config)
 PHASE_DIR = "results/phases/{key}"
 KEY_PATTERN = f"[0-9a-f]{{{KEY_LENGTH}}}"  # a phase key (normgrow.design.curriculum.PhaseSpec.key)
 RUN_INDEX = "results/runs/{run}/seed{seed}/phases.json"
+# The digest of the checkout's phase code (normgrow.design.science_code): the training jobs' and the report's
+# rerun decision on code.
+PHASE_CODE = science_code.digest()
 
 
 def corpus_train_docs():

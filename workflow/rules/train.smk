@@ -16,39 +16,41 @@
 # directory, a retry fails at once with that exception. The job reads its attempt from the resource
 # `attempt` (Snakemake passes attempt to resources, not to a script); attempt 1 (a fresh run, --forcerun)
 # drops both records and trains (normgrow.train.attempts, docs/cluster.md "Time limits").
-# The rule's lines keep the columns of the rule train_phase that trained each phase alone until
-# 2026-12 (the loop's body is indented by 2): Snakemake records a script rule's code as its script line, with
-# its indentation, and reruns a job whose recorded code differs; so runs finished then stay finished.
+# Code: a phase retrains when the digest of the package's phase code changes (its param `code`,
+# normgrow.design.science_code: the code as Python parses it, comments and docstrings out), not when a
+# file is edited: profiles/default turns Snakemake's `code` trigger (a rule script newer than the
+# outputs) off, so that a comment, a docstring, an edited rule script or a fresh clone retrains nothing.
 for group in GROUPS:
-  rule:
-    name:
-        f"train_{group.id}"
-    input:
-        previous=sorted({f for key in group.keys for f in previous_files(key)}),
-        teacher=teacher_input(),
-        teacher_check="results/teacher/check.json",
-        tokens="results/data/tokens",
-    output:
-        [path for key in group.keys for path in phase_outputs(key).values()],
-    params:
-        phases=list(group.keys),
-        # tracked: a rerun trigger (a phase alone's as one number, as it was before phases shared a rule)
-        snapshots=[PHASES.snapshots[key] for key in group.keys] if len(group.keys) > 1 else PHASES.snapshots[group.id],
-        teacher=teacher_param,
-        phase_dir=lambda wildcards: PHASE_DIR,  # a function: a string would be formatted with wildcards
-    threads: config["threads"]
-    retries: 3  # after a stop (SIGTERM, a kill) only: see the comment above; no other rule retries
-    log:
-        f"logs/train/{group.id}.log",
-    benchmark:
-        f"logs/benchmarks/train/{group.id}.tsv"
-    resources:
-        **job_resources(config, "train", students=len(group.keys)),
-        attempt=lambda wildcards, attempt: attempt,  # read by the job: what a retry does (comment above)
-    conda:
-        "../../envs/normgrow.yaml"
-    script:
-        "../scripts/train_phase.py"
+    rule:
+        name:
+            f"train_{group.id}"
+        input:
+            previous=sorted({f for key in group.keys for f in previous_files(key)}),
+            teacher=teacher_input(),
+            teacher_check="results/teacher/check.json",
+            tokens="results/data/tokens",
+        output:
+            [path for key in group.keys for path in phase_outputs(key).values()],
+        params:
+            phases=list(group.keys),
+            # tracked: a rerun trigger (a phase alone's as one number, as it was before phases shared a rule)
+            snapshots=[PHASES.snapshots[key] for key in group.keys] if len(group.keys) > 1 else PHASES.snapshots[group.id],
+            teacher=teacher_param,
+            phase_dir=lambda wildcards: PHASE_DIR,  # a function: a string would be formatted with wildcards
+            code=PHASE_CODE,  # what decides a rerun on code: the phase code's digest (comment above)
+        threads: config["threads"]
+        retries: 3  # after a stop (SIGTERM, a kill) only: see the comment above; no other rule retries
+        log:
+            f"logs/train/{group.id}.log",
+        benchmark:
+            f"logs/benchmarks/train/{group.id}.tsv"
+        resources:
+            **job_resources(config, "train", students=len(group.keys)),
+            attempt=lambda wildcards, attempt: attempt,  # read by the job: what a retry does (comment above)
+        conda:
+            "../../envs/normgrow.yaml"
+        script:
+            "../scripts/train_phase.py"
 
 
 # A run's view of its phases: an index (phases.json) naming each phase's directory results/phases/{key}.

@@ -445,7 +445,9 @@ def job_resources(config: dict, group: str, students: int = 1) -> dict:
     Several nodes: an `mpi="srun"` job of one
     task per node with `gres=gpu:N` per node — the plugin then does not wrap the job in srun and
     normgrow.cluster.launch starts torchrun on every node itself. A training job asks SLURM for SIGTERM
-    `warning_seconds` before its time limit (`--signal=TERM@N`; its processes save a state on SIGTERM)."""
+    `warning_seconds` before its time limit (`--signal=TERM@N`; its processes save a state on SIGTERM).
+    A `gpu_model` asks for that GPU type, a `constraint` for node features (sbatch -C); a `reservation`
+    and the group's own `slurm_extra` flags follow the signal flag in the plugin's slurm_extra."""
     spec = config["resources"][group]
     resources = {"mem_mb": spec["mem_mb"] * students, "runtime": spec["runtime"] * students}
     if spec["partition"]:
@@ -461,6 +463,20 @@ def job_resources(config: dict, group: str, students: int = 1) -> dict:
             resources.update(gres=f"gpu:{gpus}", cpus_per_gpu=spec["cpus_per_gpu"])
     elif gpus:
         resources.update(nodes=1, gpu=gpus, cpus_per_gpu=spec["cpus_per_gpu"])
+    model = spec.get("gpu_model")
+    if gpus and model and nodes > 1:
+        resources["gres"] = f"gpu:{model}:{gpus}"
+    elif gpus and model:
+        resources["gpu_model"] = model  # the plugin: --gpus=MODEL:N
+    if spec.get("constraint"):  # the plugin's own resource (sbatch -C): its slurm_extra may not carry -C
+        resources["constraint"] = spec["constraint"]
+    extra = []
     if spec.get("warning_seconds"):  # a phase saves its state on SIGTERM: send it before the time limit
-        resources["slurm_extra"] = f"--signal=TERM@{spec['warning_seconds']}"
+        extra.append(f"--signal=TERM@{spec['warning_seconds']}")
+    if spec.get("reservation"):
+        extra.append(f"--reservation={spec['reservation']}")
+    if spec.get("slurm_extra"):
+        extra.append(spec["slurm_extra"])
+    if extra:
+        resources["slurm_extra"] = " ".join(extra)
     return resources

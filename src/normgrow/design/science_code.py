@@ -2,17 +2,19 @@
 transformers, recorded in every phase's state.json (normgrow.train.trainer) and compared by the report
 (normgrow.paper.report, Provenance) with the checkout that builds it.
 
-A phase's key (normgrow.design.curriculum.PhaseSpec.key) hashes its spec, not its code, and Snakemake's code
-trigger sees the rule scripts, not this package: after a fix to the trainer or the objective every
-finished phase is reused as it is. The digest does not enter the key (any edit would retrain
-everything); it records, so that the report can say when its phases come from other code, and the
-user retrains them (docs/workflow.md, Which code trained a phase, and retraining after a code fix).
+A phase's key (normgrow.design.curriculum.PhaseSpec.key) hashes its spec, not its code; the digest is the
+training rule's rerun decision instead (a param of workflow/rules/train.smk, with Snakemake's `code`
+trigger off in profiles/default): a change to the phase code retrains every phase in its own directory,
+and an edit to a rule script or to a comment or docstring retrains none. The digest reads the code as
+Python's parser does (comments, docstrings and layout out), so only code can change it (docs/workflow.md,
+Which code trained a phase).
 
 Imports neither torch nor transformers: the Snakefile and the report compute the digest too.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib.metadata
@@ -62,14 +64,32 @@ UNRECORDED = {"digest": "unrecorded", **dict.fromkeys(PACKAGES, "unrecorded")}
 
 
 def digest(root: Path | None = None, modules: tuple[str, ...] = PHASE_MODULES) -> str:
-    """SHA-256 (first DIGEST_LENGTH hex digits) of the source of `modules` (names under the package,
+    """SHA-256 (first DIGEST_LENGTH hex digits) of the code of `modules` (names under the package,
     `train.trainer`) under `root` (default: the normgrow package's directory), each with its name: any
-    edit to one of them, a comment included, changes it."""
+    change to the code of one of them changes it; comments, docstrings and layout do not (`code_only`)."""
     root = Path(__file__).resolve().parents[1] if root is None else Path(root)
     sha = hashlib.sha256()
     for name in sorted(modules):
-        sha.update(name.encode() + b"\0" + (root / f"{name.replace('.', '/')}.py").read_bytes() + b"\0")
+        source = (root / f"{name.replace('.', '/')}.py").read_text()
+        sha.update(name.encode() + b"\0" + code_only(source).encode() + b"\0")
     return sha.hexdigest()[:DIGEST_LENGTH]
+
+
+DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)  # the nodes a docstring opens
+
+
+def code_only(source: str) -> str:
+    """`source` parsed and written back without its docstrings (`ast.unparse`): no comments, no layout."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, DOCUMENTED) and node.body and is_docstring(node.body[0]):
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
+
+
+def is_docstring(statement: ast.stmt) -> bool:
+    return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+            and isinstance(statement.value.value, str))
 
 
 def version(package: str) -> str:
