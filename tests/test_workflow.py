@@ -329,7 +329,8 @@ def test_every_job_that_loads_a_hub_teacher_gets_its_pinned_revision(tmp_path):
             assert params["hub_teacher"] == pinned, rule
     # the rerun trigger of the jobs no phase key names: another hub teacher or revision reruns them
     assert {rule for rule, params in jobs if "hub_teacher" in params} == {"build_tokenizer", "check_teacher",
-                                                                          "probe_teacher", "trace"}
+                                                                          "check_teacher_files", "probe_teacher",
+                                                                          "trace"}
 
 
 @pytest.fixture(scope="module")

@@ -53,6 +53,7 @@ EXECUTION_ONLY = {
     "cli": "the ranks' entry point under torchrun: argument parsing",
     "design.logs": "job logs",
     "train.threads": "OpenMP's spin, set before torch is imported",
+    "train.compiled": "Dynamo's recompile limit made an error and the graphs counted: what fails, not what is computed",
     "design.execution": "the execution settings as typed values (threads, state saves, tracking, ...)",
 }
 
