@@ -414,11 +414,12 @@ def offline_gaps(config: dict) -> list[str]:
 
 def launch_ranks(config: dict) -> dict[str, int]:
     """Training processes per node (default: one per GPU, 1 on CPU), nodes, torchrun's grace after a SIGTERM,
-    and the GPUs (with their CPUs) per node the job asked for (normgrow.cluster.launch.launch_phases)."""
+    and the GPUs (with their CPUs) per node the job asked for (normgrow.cluster.launch.launch_phases; none for
+    stand-in GPUs, which train on the CPU)."""
     train = config["resources"]["train"]
     return {"ranks_per_node": train["ranks_per_node"] or max(train["gpus"], 1), "nodes": train["nodes"],
-            "shutdown_timeout": train["shutdown_timeout"], "gpus_per_node": train["gpus"],
-            "cpus_per_gpu": train["cpus_per_gpu"]}
+            "shutdown_timeout": train["shutdown_timeout"],
+            "gpus_per_node": 0 if train["stand_in_gpus"] else train["gpus"], "cpus_per_gpu": train["cpus_per_gpu"]}
 
 
 def training_ranks(config: dict) -> int:
