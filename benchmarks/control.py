@@ -4,7 +4,7 @@ and its teacher's validation CE, and the teachers' CE, both written by the run's
 replay check: a set of kept runs trained again from the current code, compared bit for bit.
 
     python benchmarks/control.py --keep results/comparison          # copy a finished control's files here
-    python benchmarks/control.py --part summary --write README.md
+    python benchmarks/control.py --part summary --write docs/miniature.md
     python benchmarks/control.py --part tables --write docs/miniature.md
     python benchmarks/control.py --replay A 0.01 --seeds 201         # train them again here and compare
 """
@@ -53,7 +53,7 @@ def render(part: str, kept: Path = KEPT) -> str:
     per_seed = pd.read_csv(kept / "per_seed.csv")
     table = control.estimates(per_seed, Selection.read(SELECTION), list(config["teachers"]))
     if part == "summary":
-        return control.summary(table)
+        return "\n".join([LEAD.replace("--part tables", "--part summary"), "", control.summary(table)])
     teachers = pd.read_csv(kept / "teachers.csv")
     provenance = ", ".join(f"teacher {r['teacher']} validation CE {r['validation_ce']:.4f}"
                            for _, r in teachers.iterrows())
@@ -105,10 +105,7 @@ def main() -> None:
         equal = bool(len(result)) and bool(result["equal"].all())
         print("bit-identical" if equal else "NOT bit-identical (or nothing to compare)")
         sys.exit(0 if equal else 1)
-    text = render(args.part)
-    print(text)
-    if command:
-        docs_block.write(args.write, command, text)
+    docs_block.emit(render(args.part), args.write, command)
 
 
 if __name__ == "__main__":

@@ -129,6 +129,14 @@ def write(path: str | Path, command: str, content: str) -> bool:
     return new != text
 
 
+def emit(text: str, path: str | Path | None, command: str | None) -> None:
+    """Print a block's text and, when the command was run with `--write` (`command` from checked_command),
+    write it into that file's block."""
+    print(text)
+    if command:
+        write(path, command, text)
+
+
 def conditions(gpu: str | None = None, libraries: tuple[str, ...] = ("torch",)) -> str:
     """Where and when: the device (a GPU's name, else the CPU cores), the libraries' versions and the date."""
     import importlib

@@ -60,10 +60,7 @@ def main() -> None:
     if args.keep:
         keep(args.keep)
         return
-    text = render()
-    print(text)
-    if command:
-        docs_block.write(args.write, command, text)
+    docs_block.emit(render(), args.write, command)
 
 
 if __name__ == "__main__":

@@ -273,7 +273,7 @@ def comparison_markdown(table: pd.DataFrame, selection: Selection, margin: float
 
 
 def summary_markdown(table: pd.DataFrame, selection: Selection, margin: float) -> str:
-    """The answer in a few lines (the README's first screen): per reading, each effect's verdict under each
+    """The answer in a few lines (docs/miniature.md, "In short"): per reading, each effect's verdict under each
     teacher, the estimate pooled conditional on the teachers, and what the design has the power to show."""
     paper = paper_effects()
     lines = []

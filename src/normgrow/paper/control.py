@@ -44,7 +44,8 @@ from __future__ import annotations
 import pandas as pd
 
 from normgrow.paper.comparison import CELLS as COMPARISON_CELLS
-from normgrow.paper.comparison import Estimate, Selection, conditional_pool
+from normgrow.paper.comparison import Estimate, Selection, conditional_pool, paper_effects
+from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.results import final_phases
 from normgrow.paper.stats import power_mean, seeds_for_power
 
@@ -169,9 +170,6 @@ def power_lines(table: pd.DataFrame, paper_interaction: float, seeds: int) -> di
 def markdown(table: pd.DataFrame, selection: Selection) -> str:
     """Per reading: every effect per teacher and pooled (conditional on the teachers), each reading's verdict, and
     the power of the design for an interaction of the paper's size."""
-    from normgrow.paper.comparison import paper_effects
-    from normgrow.paper.document import Grid, to_markdown
-
     paper = paper_effects()["interaction"]
     read = verdicts(table)
     out = []
@@ -198,7 +196,7 @@ def markdown(table: pd.DataFrame, selection: Selection) -> str:
 
 
 def summary(table: pd.DataFrame) -> str:
-    """The answer in a few lines (the README's first screen): per reading and teacher, the interaction, the
+    """The answer in a few lines (docs/miniature.md, "In short"): per reading and teacher, the interaction, the
     matched interaction and the update-count part with their intervals and the reading's verdict; pooled
     conditional on the teachers."""
     read = verdicts(table)
