@@ -123,3 +123,14 @@ def test_both_figures_are_written_and_shown_near_the_top(config, tmp_path):
     assert figures[0].caption.endswith("(PDF beside it in figures/)")
     headings = [b.text for b in blocks if isinstance(b, Heading)]
     assert headings.index("Placements and curricula") < headings.index("Claims")
+
+
+def test_the_same_figure_is_the_same_bytes(config, tmp_path):
+    """A figure drawn twice is written twice byte for byte (a PDF carries no creation date), so a rerun's
+    figures compare equal to the first run's (docs/reliability.md, Determinism)."""
+    import time
+
+    first = {p.name: p.read_bytes() for p in schematics.schematics(config, tmp_path / "a")}
+    time.sleep(1.1)  # the PDF's date has one-second resolution
+    second = {p.name: p.read_bytes() for p in schematics.schematics(config, tmp_path / "b")}
+    assert first == second

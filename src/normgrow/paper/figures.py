@@ -24,9 +24,14 @@ def save(fig, directory: Path, name: str) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.{ext}" for ext in ("png", "pdf")]
     for path in paths:
-        fig.savefig(path, bbox_inches="tight")
+        savefig(fig, path, bbox_inches="tight")
     plt.close(fig)
     return paths
+
+
+def savefig(fig, path: Path, **kwargs) -> None:
+    """`fig.savefig` with the same bytes for the same figure: a PDF carries no creation date."""
+    fig.savefig(path, metadata={"CreationDate": None} if path.suffix == ".pdf" else None, **kwargs)
 
 
 def run_curve(ax, evals: pd.DataFrame, run: str, color: str, label: str, linestyle="-") -> None:

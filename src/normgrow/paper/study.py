@@ -111,10 +111,12 @@ def save_png_and_pdf(fig, path: Path) -> list[Path]:
     """`fig` laid out, saved beside `path` as PNG and PDF, and closed."""
     import matplotlib.pyplot as plt
 
+    from normgrow.paper.figures import savefig
+
     fig.tight_layout()
     paths = [path.with_suffix(".png"), path.with_suffix(".pdf")]
     for p in paths:
-        fig.savefig(p, dpi=150)
+        savefig(fig, p, dpi=150)
     plt.close(fig)
     return paths
 
