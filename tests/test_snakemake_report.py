@@ -73,8 +73,13 @@ def captions(report: dict) -> dict[str, str]:
 def test_every_table_and_figure_is_a_report_item_with_its_caption(snakemake_report):
     results = snakemake_report["results"]
     paper = snakemake_report["workdir"] / "results" / "paper"
-    files = sorted(p for kind, formats in FORMATS.items() for p in (paper / kind).iterdir() if p.suffix[1:] in formats)
+    files = sorted(p for kind, formats in FORMATS.items() for p in (paper / kind).iterdir() if p.suffix[1:] in formats
+                   and (kind != "tables" or p.stem.isalnum()))
     assert len(files) == 11 * 3 + 11 * 2  # the CI config builds every table and figure
+    # a table's bare tabular (NAME_tabular.tex) and the headline macros are files for one's own paper, not items
+    own_paper = sorted((paper / "tables").glob("*_*.tex"))
+    assert len(own_paper) == 11 + 1 and not any(str(p.relative_to(snakemake_report["workdir"])) in results
+                                                 for p in own_paper)
     for path in files:
         key = str(path.relative_to(snakemake_report["workdir"]))
         assert key in results, key

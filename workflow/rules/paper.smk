@@ -44,7 +44,8 @@ rule provenance:
 
 # results/paper in the Snakemake report: our own index.html as the landing page (its directory, with
 # htmlindex), and every table and figure one by one (patterns on its subdirectory; the caption picks
-# the table's or figure's text by the pattern's {name}).
+# the table's or figure's text by the pattern's {name}; a table's bare tabular, NAME_tabular.tex, and the
+# headline macros are files for one's own paper, not items).
 rule paper:
     input:
         **rules.collect_metrics.output,
@@ -56,7 +57,7 @@ rule paper:
     output:
         report(directory("results/paper"), htmlindex="index.html", caption="../report/paper.rst",
                category="Paper", labels={"item": "normgrow report (index.html)"}),
-        tables=report(directory("results/paper/tables"), patterns=["{name}.{format,csv|md|tex}"],
+        tables=report(directory("results/paper/tables"), patterns=["{name,[A-Za-z0-9]+}.{format,csv|md|tex}"],
                       caption="../report/tables.rst", category="Tables", subcategory=report_section,
                       labels=report_labels),
         figures=report(directory("results/paper/figures"), patterns=["{name}.{format,png|pdf}"],

@@ -120,8 +120,10 @@ def type_text(schema: dict, root: dict) -> str:
                 text += f" (at least {low}{', unique' if schema.get('uniqueItems') else ''})"
             parts.append(text)
         elif kind == "object" and isinstance(schema.get("additionalProperties"), dict):
-            names = schema.get("propertyNames", {}).get("pattern")
-            named = f"name matching `{names}`" if names else "name"
+            names = schema.get("propertyNames", {})
+            named = (f"name matching `{names['pattern']}`" if "pattern" in names
+                     else "name, one of " + ", ".join(f"`{name}`" for name in names["enum"]) if "enum" in names
+                     else "name")
             parts.append(f"map: {named} → {type_text(schema['additionalProperties'], root)}")
         else:
             parts.append(kind)

@@ -30,7 +30,14 @@ from normgrow.paper.regime import leaves_regime, regime
 from normgrow.paper.results import Results, read_metric
 from normgrow.paper.roles import Role, by_role, has_role, run_roles
 from normgrow.paper.schematics import schematics
-from normgrow.paper.tables import build_tables, growth_operators, placements_with_roles
+from normgrow.paper.tables import (
+    MACROS,
+    TexStyle,
+    build_tables,
+    growth_operators,
+    placements_with_roles,
+    write_macros,
+)
 
 
 def scale_summary(config: dict, teacher: dict, data: dict) -> dict:
@@ -119,8 +126,10 @@ def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], te
     frames = {name: by_role(read_metric(path), roles) for name, path in metrics.items()}
     results = Results(frames["phases"], frames["transitions"], frames["block_removal"], config, frames["boundary_rms"])
     tables, not_built = build_tables(results)
+    style = TexStyle.from_config(config)  # report.tables: the .tex tables for a document of one's own
     for table in tables:
-        table.write(out / "tables")
+        table.write(out / "tables", style)
+    write_macros(tables, out / "tables" / MACROS, style)
     setup_paths = schematics(config, out / "figures")
     figure_paths = draw_figures(out, frames, results, diagnostics, roles)
     margin = config["report"]["equivalence_margin"]

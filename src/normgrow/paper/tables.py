@@ -8,6 +8,9 @@ paired by seed. The paper's own number, where it reports one, stands beside ours
 from __future__ import annotations
 
 import math
+import re
+import string
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,12 +35,40 @@ class Cell:
     digits: int | None = None  # overrides the table's digits
 
 
+@dataclass(frozen=True)
+class TexStyle:
+    """How the `.tex` tables are set for a document (config report.tables): with the paper's reported values or
+    without them, their labels' prefix (two runs' tables in one document need two), and captions by table name
+    in place of the titles (plain text, mapped to LaTeX as the titles are)."""
+
+    paper_rows: bool = True
+    label_prefix: str = "tab:"
+    captions: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: dict) -> TexStyle:
+        """report.tables; its paper_rows null: on for a reproduction (the paper's teacher, or a teacher pretrained
+        here as the embedded miniature does), off with any other teacher."""
+        tables = config["report"]["tables"]
+        paper_rows = tables["paper_rows"]
+        if paper_rows is None:
+            paper_rows = reproduces_the_paper(config["teacher"]["name"])
+        return cls(paper_rows, tables["label_prefix"], dict(tables["captions"]))
+
+
+def reproduces_the_paper(teacher: str | None) -> bool:
+    """Whether a run with this teacher (a hub id or a local path; None: pretrained by the workflow) reproduces
+    the paper: the paper's teacher by its name (the last part of the id or path), or a teacher trained here."""
+    return teacher is None or Path(teacher).name == paper_reference()["tableA1"]["teacher"]
+
+
 @dataclass
 class Table:
     name: str  # the file name in results/paper/tables and the key of its label in normgrow.paper.items
     cells: list[Cell] = field(default_factory=list)
     digits: int = 4
     note: str | None = None  # printed under the table: definitions that differ from the paper's words
+    own_note: str | None = None  # the note without the paper's values, where `note` quotes them ("": none)
 
     @property
     def title(self) -> str:
@@ -105,30 +136,47 @@ class Table:
     def markdown(self) -> str:
         return to_markdown(self.blocks())
 
-    def latex(self) -> str:
+    def latex(self, style: TexStyle = TexStyle()) -> str:
         """A booktabs table for pdflatex that fits the text width of a one-column article (it needs
         booktabs and graphicx, as its first line says): every character mapped to LaTeX
         (normgrow.paper.latex), a character with no mapping refused by name. LaTeX numbers the caption,
         so it is the title alone. With one measured column the paper's value stands beside it;
         otherwise it has a row of its own under ours. Column names and long texts wrap, a spread goes
         under its mean, and the columns are set in groups that fit the line, one tabular each, every
-        tabular shrunk to the line width where it is still wider (normgrow.paper.latex)."""
+        tabular shrunk to the line width where it is still wider (normgrow.paper.latex). `style` (config
+        report.tables): the paper's values and the note that quotes them left out, the label's prefix, the
+        caption in place of the title."""
+        label = ITEMS[self.name].label
+        caption = style.captions.get(self.name) or self.title[:1].upper() + self.title[1:]
+        note = self.note if style.paper_rows or self.own_note is None else self.own_note
+        lines = [f"% {label} (normgrow): needs \\usepackage{{booktabs}} and \\usepackage{{graphicx}}",
+                 "\\begin{table}[t]", "\\centering", f"\\caption{{{self.tex(caption)}}}",
+                 f"\\label{{{style.label_prefix}{self.name}}}", self.tabulars(style)]
+        if note:
+            lines += ["\\par\\smallskip\\footnotesize " + self.tex(note)]
+        lines += ["\\end{table}", ""]
+        return "\n".join(lines)
+
+    def tabulars(self, style: TexStyle = TexStyle()) -> str:
+        """The table's tabulars alone (no float, caption, label or note), to set in a float of one's own, each
+        shrunk to that float's line width where it is wider: the paper's values (style.paper_rows) beside ours,
+        or on a row of their own under ours when there are several measured columns."""
         wide = self.display()
+        if not style.paper_rows:
+            wide = wide[[c for c in wide.columns if not c.endswith(PAPER)]]
         measured = [c for c in wide.columns if not c.endswith(PAPER)]
         paper_rows = len(measured) > 1
         columns = measured if paper_rows else list(wide.columns)
         widths = {c: self.column_width(wide, c, paper_rows) for c in columns}
         labels = [*wide.index, "   paper"] if paper_rows else list(wide.index)  # PAPER_ROW, its \quad as spaces
         groups = column_groups(widths, width([(label, False) for label in labels])) if paper_rows else [columns]
-        tabulars = [self.tabular(wide, group, paper_rows) for group in groups]
-        label, caption = ITEMS[self.name].label, self.title[:1].upper() + self.title[1:]
-        lines = [f"% {label} (normgrow): needs \\usepackage{{booktabs}} and \\usepackage{{graphicx}}",
-                 "\\begin{table}[t]", "\\centering", f"\\caption{{{self.tex(caption)}}}",
-                 f"\\label{{tab:{self.name}}}", "\n\\par\\medskip\n".join(tabulars)]
-        if self.note:
-            lines += ["\\par\\smallskip\\footnotesize " + self.tex(self.note)]
-        lines += ["\\end{table}", ""]
-        return "\n".join(lines)
+        return "\n\\par\\medskip\n".join(self.tabular(wide, group, paper_rows) for group in groups)
+
+    def bare_tabulars(self, style: TexStyle = TexStyle()) -> str:
+        """The file of the tabulars alone, NAME_tabular.tex: its first line names the packages, and the tabulars
+        are set without a paragraph indent (a float has none; running text would push them past the line)."""
+        return (f"% {ITEMS[self.name].label} (normgrow), its tabulars: needs \\usepackage{{booktabs}} and "
+                f"\\usepackage{{graphicx}}\n{{\\setlength{{\\parindent}}{{0pt}}%\n{self.tabulars(style)}\\par}}\n")
 
     def tex(self, text) -> str:
         return latex(text, where=f"table {self.name}")
@@ -156,12 +204,15 @@ class Table:
         lines += ["\\bottomrule", "\\end{tabular}"]
         return fit_to_width("\n".join(lines))
 
-    def write(self, directory: Path) -> list[Path]:
+    def write(self, directory: Path, style: TexStyle = TexStyle()) -> list[Path]:
+        """CSV, Markdown and the LaTeX float, and beside it `NAME_tabular.tex`, its tabulars alone
+        (bare_tabulars)."""
         directory.mkdir(parents=True, exist_ok=True)
-        paths = [directory / f"{self.name}.{ext}" for ext in ("csv", "md", "tex")]
+        paths = [directory / f"{self.name}{end}" for end in (".csv", ".md", ".tex", "_tabular.tex")]
         self.frame().to_csv(paths[0], index=False)
         paths[1].write_text(self.markdown())
-        paths[2].write_text(self.latex())
+        paths[2].write_text(self.latex(style))
+        paths[3].write_text(self.bare_tabulars(style))
         return paths
 
 
@@ -205,7 +256,9 @@ def table2(r: Results, ref: dict) -> Table:
     t = Table("table2",
               note="KD (soft CE) = −Σ q_teacher·log q_student = KL + H(teacher), the paper-comparable column: the "
                    f"paper's KD ({paper['kd']:.4f}) exceeds its CE ({paper['ce']:.4f}), which only a soft "
-                   "cross-entropy can. KL is the term the objective weights (normgrow.train.objective).")
+                   "cross-entropy can. KL is the term the distillation objective weights.",
+              own_note="KD (soft CE) = −Σ q_teacher·log q_student = KL + H(teacher), the cross-entropy against the "
+                       "teacher's distribution. KL is the term the distillation objective weights.")
     for placement, label in (("pre", "Pre"), ("post", "Post")):
         for metric, column, paper in (("ce", "CE", "ce"), ("kd_soft", "KD (soft CE)", "kd"), ("kd", "KL", None),
                                       ("ppl", "PPL", "ppl")):
@@ -271,7 +324,8 @@ def tableB3(r: Results, ref: dict) -> Table:
     """Grow with the iterator rewound at every phase (App. B.3) against grow (final validation CE)."""
     r.require("pre-grow-reset", "post-grow-reset", "pre-grow", "post-grow")
     t = Table("tableB3",
-              note="The paper reports no numbers for this control, only that reset ≈ grow with the same ranking.")
+              note="The paper reports no numbers for this control, only that reset ≈ grow with the same ranking.",
+              own_note="")
     placement_grid(t, r, {"grow-reset": "Grow-reset", "grow": "Grow"})
     for placement in ("pre", "post"):
         t.add(f"Δ reset − grow ({placement})", "Grow-reset",
@@ -332,7 +386,9 @@ def tableA4(r: Results, ref: dict) -> Table:
               note="AUC (mean) = mean excess training loss over the window (2% / 10% of a phase: the paper's 1k / "
                    "5k of 50k steps), the paper-comparable column: the paper's post-norm AUC5k < AUC1k while its "
                    "loss recovers only after ~19k steps fits the mean, not the area. AUC (sum) is the area, in "
-                   "loss × thousand paper-equivalent steps (normgrow.paper.transitions).")
+                   "loss × thousand paper-equivalent steps.",
+              own_note="AUC (mean) = mean excess training loss over the window (2% / 10% of a phase); AUC (sum) is "
+                       "the area, in loss × thousand paper-equivalent steps (a phase of 50k steps).")
     rows = r.transitions[r.transitions["run"].isin(["pre-grow", "post-grow"])]
     paper_keys = {1: "50k", 2: "100k"}
     for phase in sorted(rows["phase"].unique()):
@@ -468,6 +524,80 @@ def tableG2(r: Results, ref: dict) -> Table:
 
 BUILDERS = (table1, table2, table3, table4, tableA1, tableA2, tableA3, tableA4, tableB3, tableP1, tableP2, tableG1,
             tableG2)
+
+
+# The tables whose numbers the text of a paper quotes: each of their measured cells a macro (write_macros).
+HEADLINE_TABLES = ("table1", "tableP1")
+MACROS = "headline_macros.tex"  # beside the tables
+DIGIT_WORDS = ("Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine")
+
+
+def macro_name(*parts: str) -> str:
+    """A LaTeX command name, letters only, of `parts`: each word capitalised, a digit spelled out, a Greek letter
+    by its name (Δ → Delta), an accented letter without its accent, everything else dropped.
+    `tab:`, table1, Pre-norm, Joint → TabTableOnePreNormJoint."""
+    words = []
+    for part in parts:
+        for word in re.findall(r"[^\W_]+", part):
+            text = "".join(map(macro_letters, word))
+            words.append(text[:1].upper() + text[1:])
+    name = "".join(words)
+    if not name:
+        raise ValueError(f"no LaTeX command name in {parts!r}: they hold no letter or digit")
+    return name
+
+
+def macro_letters(char: str) -> str:
+    """One character of a command name as ASCII letters: a digit's word, a Greek letter's name, an accented
+    letter's base letter; '' for anything else."""
+    if char in string.digits:
+        return DIGIT_WORDS[int(char)]
+    if char in string.ascii_letters:
+        return char
+    if unicodedata.name(char, "").startswith("GREEK"):
+        return unicodedata.name(char).rsplit(" ", 1)[-1].capitalize()
+    base = unicodedata.normalize("NFKD", char)[:1]
+    return base if base in string.ascii_letters else ""
+
+
+def macro_values(table: Table, c: Cell) -> tuple[str, str | None]:
+    """A cell's mean as its table prints it (signed for a difference), and its 95% interval over the seeds
+    (Student's t, normgrow.paper.stats.mean_ci) as "[low, high]"; None for one seed or a mean not reached."""
+    d = table.digits if c.digits is None else c.digits
+    mean, low, high = mean_ci(c.values)
+    if math.isnan(mean):
+        return "not reached", None
+    sign = "+" if is_difference(c.row) else ""
+    interval = f"[{low:{sign}.{d}f}, {high:{sign}.{d}f}]" if c.values.notna().sum() > 1 else None
+    return f"{mean:{sign}.{d}f}", interval
+
+
+def macro_body(tex: str) -> str:
+    """A macro's text that reads in text and in math alike: each `$...$` of a signed number as `\\ensuremath`."""
+    return re.sub(r"\$([^$]*)\$", r"\\ensuremath{\1}", tex)
+
+
+def write_macros(tables: list[Table], path: Path, style: TexStyle = TexStyle()) -> Path:
+    """The headline numbers for the text of a paper (`\\input` it in the preamble): for each measured cell of the
+    headline tables, `\\<Prefix><Table><Row><Column>` its mean as the table prints it, and, with two or more
+    seeds, `\\<...>Interval` its 95% interval over the seeds. Names from macro_name (letters only), the label
+    prefix first, so that two runs' macros (two prefixes) live in one document."""
+    lines = [f"% The headline numbers (normgrow): {', '.join(HEADLINE_TABLES)}, label prefix {style.label_prefix}.",
+             "% \\NAME: the mean as its table prints it; \\NAMEInterval: its 95% interval over the seeds (two or "
+             "more)."]
+    names: set[str] = set()
+    for table in (t for t in tables if t.name in HEADLINE_TABLES):
+        for c in (c for c in table.cells if c.values is not None):
+            name = macro_name(style.label_prefix, table.name, c.row, c.column)
+            if name in names:
+                raise ValueError(f"table {table.name}: two cells would be \\{name}; rename a row or column")
+            names.add(name)
+            mean, interval = macro_values(table, c)
+            lines.append(f"\\newcommand{{\\{name}}}{{{macro_body(table.tex(mean))}}}")
+            if interval is not None:
+                lines.append(f"\\newcommand{{\\{name}Interval}}{{{macro_body(table.tex(interval))}}}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def build_tables(results: Results) -> tuple[list[Table], dict[str, str]]:
