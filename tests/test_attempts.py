@@ -225,7 +225,7 @@ def phase_task(setup: dict, out: Path, snapshots: int = 2):
 
 
 def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher", gpus: int = 0,
-           snapshots: int = 2) -> tuple[int, str]:
+           snapshots: int = 2, name: str = "") -> tuple[int, str]:
     import torch
 
     from normgrow.cluster.launch import launch_phases
@@ -234,7 +234,8 @@ def launch(setup: dict, out: Path, attempt: int, teacher: str = "teacher", gpus:
     log, threads = io.StringIO(), torch.get_num_threads()
     job = TrainingJob((phase_task(setup, out, snapshots),), str(setup["root"] / teacher), setup["root"] / "tokens")
     try:
-        status = launch_phases(job, log, attempt=attempt, shutdown_timeout=SHUTDOWN_TIMEOUT, gpus_per_node=gpus)
+        status = launch_phases(job, log, attempt=attempt, shutdown_timeout=SHUTDOWN_TIMEOUT, gpus_per_node=gpus,
+                               name=name)
     finally:
         torch.set_num_threads(threads)
     return status, log.getvalue()
@@ -285,6 +286,18 @@ def test_an_unsupported_teacher_fails_the_retry_at_once_with_the_first_error(set
     assert [record["error"].split(":")[0] for record in recorded_errors(out)] == ["ValueError"]
     with pytest.raises(PreviousAttemptFailed, match="ValueError: teacher model_type 'gpt2' is not supported"):
         launch(setup, out, attempt=2, teacher="teacher")  # even with a good teacher: the retry runs nothing
+
+
+def test_a_training_jobs_error_names_the_job_and_its_run_phases(setup):
+    """launch_phases' `name` (the workflow's job: its rule and run phases, workflow/scripts/train_phase.py) is a
+    note on the exception a phase raised, shown in its traceback."""
+    import traceback
+
+    name = "training job train_post-freeze_seed5_phase0_KEY: post-freeze seed 5 phase 0 (results/phases/KEY)"
+    with pytest.raises(Exception) as raised:
+        launch(setup, setup["root"] / "named", attempt=1, teacher="missing", name=name)
+    assert raised.value.__notes__ == [f"in the {name}"]
+    assert f"in the {name}" in "".join(traceback.format_exception(raised.value))
 
 
 def test_a_job_that_asked_for_gpus_on_a_node_without_them_fails_and_its_retry_too(setup, monkeypatch):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -354,3 +356,44 @@ def test_phases_command_lists_the_phases_trained_by_other_code(capsys, tmp_path,
     monkeypatch.chdir(tmp_path)
     assert main(["phases", str(REPO / "config.yaml"), "--other-code"]) == 0
     assert sorted(capsys.readouterr().out.split()) == sorted(f"results/phases/{key}/state.json" for key in keys[1:4])
+
+
+def test_a_training_job_is_named_for_its_run_phases(default):
+    """PhaseTable.job_name: the runs sharing a job's phases, its seed and phase index, then its id; a group names
+    the runs of all its phases; past JOB_NAME_LENGTH the runs left out are counted."""
+    from normgrow.design.curriculum import JOB_NAME_LENGTH, PhaseGroup
+
+    table = PhaseTable.from_config(default)
+    shared = table.runs[("post-grow", 42)][0]
+    assert table.job_name(PhaseGroup((shared,))) == (f"train_post-grow+post-freeze+post-grow-reset_seed42_phase0_"
+                                                     f"{shared}")
+    alone = table.runs[("post-grow", 42)][2]
+    assert table.job_names(1)[alone] == f"train_post-grow_seed42_phase2_{alone}"
+    pair = PhaseGroup((table.runs[("pre-grow", 42)][1], table.runs[("post-grow", 42)][1]))
+    assert table.job_name(pair) == f"train_pre-grow+post-grow_seed42_phase1_{pair.id}"
+    many = dataclasses.replace(table, runs={(f"run-{i:03d}-{'x' * 20}", 42): [shared] for i in range(20)})
+    name = many.job_name(PhaseGroup((shared,)))
+    assert len(name) <= JOB_NAME_LENGTH and name.startswith("train_run-000-")
+    assert name.endswith(f"more_seed42_phase0_{shared}")
+    assert int(re.search(r"\+(\d+)more_", name).group(1)) == 20 - name.count("run-")
+
+
+def test_phases_command_names_the_job_of_one_run_phase_from_the_config_alone(capsys, tmp_path, monkeypatch):
+    """`phases --run R --seed S --phase P` in an empty directory (nothing has run): the phase's directory and job,
+    as the paper config's workflow names it; `--jobs` prints the job alone; a run phase the config lacks is one
+    line on stderr and exit status 1."""
+    from normgrow.cli import main, read_configs
+
+    monkeypatch.chdir(tmp_path)
+    paper = str(REPO / "configs" / "paper.yaml")
+    assert main(["phases", paper, "--run", "post-grow", "--seed", "42", "--phase", "2"]) == 0
+    header, line = capsys.readouterr().out.splitlines()
+    assert header == "18 distinct phases of 25 run phases"
+    key = re.fullmatch(r"post-grow seed 42 phase 2: results/phases/([0-9a-f]{16}), job train_post-grow_seed42_phase2_"
+                       r"\1", line).group(1)
+    assert key == PhaseTable.from_config(read_configs([Path(paper)])).runs[("post-grow", 42)][2]
+    assert main(["phases", str(REPO / "config.yaml"), paper, "--run", "post-freeze", "--phase", "0", "--jobs"]) == 0
+    shared = PhaseTable.from_config(read_configs([Path(paper)])).runs[("post-freeze", 42)][0]
+    assert capsys.readouterr().out.split() == [f"train_post-grow+post-freeze+post-grow-reset_seed42_phase0_{shared}"]
+    assert main(["phases", paper, "--run", "post-grow", "--seed", "7"]) == 1
+    assert capsys.readouterr().err.startswith("no run phase of these config files is run post-grow seed 7 phase any")

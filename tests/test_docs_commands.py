@@ -5,6 +5,7 @@ lists, the dry run lists that many."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -114,3 +115,57 @@ def test_written_command_dry_runs(command, dry_runs):
             total = re.search(r"^total\s+(\d+)$", proc.stdout, re.M)
             assert total and int(total.group(1)) == JOB_COUNTS[(place, command)], (place, command,
                                                                                    proc.stdout[-2000:])
+
+
+# ---------------------------------------------------------------- the rerun and retrain recipes
+WORKFLOW_DOC = REPO / "docs" / "workflow.md"
+
+
+def recipes() -> tuple[str, list[str]]:
+    """docs/workflow.md's `CONFIGS="…"` (the config files its recipes name) and each recipe that uses it: every
+    bash block that runs `snakemake … $CONFIGS …`."""
+    text = WORKFLOW_DOC.read_text()
+    configs = re.search(r'^CONFIGS="([^"]+)"', text, re.M).group(1)
+    blocks = re.findall(r"^```bash\n(.*?)^```", text, re.M | re.S)
+    return configs, [block.strip() for block in blocks if block.startswith("snakemake ") and "$CONFIGS" in block]
+
+
+CONFIGS_AS_WRITTEN, RECIPES = recipes()
+
+
+def test_the_recipes_are_found():
+    assert CONFIGS_AS_WRITTEN == "config.yaml configs/paper.yaml"
+    assert len(RECIPES) == 4
+    assert sum("--forcerun" in r for r in RECIPES) == 3 and sum("--touch" in r for r in RECIPES) == 1
+
+
+@pytest.mark.parametrize("configs", [CONFIGS_AS_WRITTEN, "config.yaml"], ids=["paper", "embedded default"])
+def test_the_rerun_and_retrain_recipes_dry_run_as_written(configs, tmp_path):
+    """Each recipe, word for word, from the repository root with `CONFIGS` set as docs/workflow.md says (the
+    paper's, and the embedded default alone), with `snakemake` run as `snakemake -n --directory SCRATCH`: it
+    dry-runs (a job name the DAG lacks is a MissingRuleException), and the jobs it forces or touches are those
+    it says: one phase's (post-grow seed 42 phase 1), every training job, or none trained by other code (none
+    has trained in the scratch directory)."""
+    from normgrow.cli import read_configs
+    from normgrow.design.curriculum import PhaseTable
+
+    config = read_configs([REPO / name for name in configs.split()])
+    table = PhaseTable.from_config(config)
+    jobs = set(table.job_names(config["resources"]["train"]["group_size"]).values())
+    one = table.job_names(config["resources"]["train"]["group_size"])[table.runs[("post-grow", 42)][1]]
+    arguments = tmp_path / "arguments"
+    script = (f'snakemake() {{ printf "%s\\n" "$@" > {arguments}; command {SNAKEMAKE} -n --directory {tmp_path} "$@"; '
+              '}\n'
+              f'export PATH={Path(sys.executable).parent}:$PATH PYTHONPATH={REPO / "src"}\nset -euo pipefail\n')
+    for recipe in RECIPES:
+        proc = subprocess.run(["bash", "-c", script + recipe], cwd=REPO, env={**os.environ, "CONFIGS": configs},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        assert proc.returncode == 0, f"{recipe}\n{proc.stdout[-3000:]}"
+        assert "This was a dry-run" in proc.stdout, proc.stdout[-2000:]
+        given = arguments.read_text().splitlines()
+        assert given[given.index("--configfile") + 1:][:len(configs.split())] == configs.split(), (recipe, given)
+        option = "--touch" if "--touch" in recipe else "--forcerun"
+        named = set(given[given.index(option) + 1:]) - {"--", "results/paper"}
+        expected = {"--run": {one}, "--other-code": set(), "--jobs": jobs}
+        assert named == next(v for k, v in expected.items() if k in recipe), (recipe, named)
+    assert len(jobs) == 18

@@ -232,7 +232,7 @@ def test_formation_study_dag_runs_every_scale_in_order(tmp_path):
                              "--", "results/formation.json"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert nested.returncode == 0, nested.stdout + nested.stderr
     stats = [line.split()[:2] for line in nested.stdout.splitlines() if len(line.split()) == 2]
-    jobs = {("train" if re.fullmatch(r"train_[0-9a-f]+", rule) else rule): count for rule, count in stats
+    jobs = {("train" if re.fullmatch(r"train_\S+_[0-9a-f]{16}", rule) else rule): count for rule, count in stats
             if rule.startswith("train_") or rule in {"pretrain_teacher", "probe_teacher_snapshots", "diagnose",
                                                      "formation"}}
     assert jobs == {"pretrain_teacher": "1", "probe_teacher_snapshots": "1", "diagnose": "1", "formation": "1",

@@ -77,8 +77,8 @@ def test_ci_config_builds_the_paper_through_slurm(slurm_run):
     assert (paper / "index.html").is_file()
     assert (paper / "tables" / "tableA2.csv").is_file()  # the budgets: every built run (Table 1 needs all four)
     # every job but those that only build tables, figures and the report was submitted with sbatch
-    submitted = Counter(re.findall(r"has been submitted with SLURM jobid \d+ \(log: \S*/rule_(\w+)/", proc.stdout))
-    trained = {rule: n for rule, n in submitted.items() if re.fullmatch(r"train_[0-9a-f]+", rule)}
+    submitted = Counter(re.findall(r"has been submitted with SLURM jobid \d+ \(log: \S*/rule_([^/\s]+)/", proc.stdout))
+    trained = {rule: n for rule, n in submitted.items() if re.fullmatch(r"train_\S+_[0-9a-f]{16}", rule)}
     assert len(trained) == PHASES and set(trained.values()) == {1}, submitted  # each phase once, alone
     assert submitted["diagnose"] == 3, submitted
     assert {"corpus", "build_tokenizer", "tokenize_corpus", "pretrain_teacher", "check_teacher",
@@ -209,10 +209,11 @@ def test_a_phase_needing_three_jobs_is_resumed_by_each_new_job(slurm_run, tmp_pa
     seen: list[str] = []
     with open(output, "w") as out:
         rerun = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
-        watch_log(workdir / "logs" / "train" / f"{key}.log", rerun, seen)
+        watch_log(workdir / "logs" / "train" / f"pre-joint_seed42_phase0_{key}.log", rerun, seen)  # its job's log
     stdout = output.read_text()
     assert rerun.wait() == 0, stdout[-5000:]
-    jobs = re.findall(rf"has been submitted with SLURM jobid (\d+) \(log: \S*/rule_train_{key}/", stdout)
+    job_log = rf"\(log: \S*/rule_train_pre-joint_seed42_phase0_{key}/"  # the plugin's log directory: rule_{name}
+    jobs = re.findall(rf"has been submitted with SLURM jobid (\d+) {job_log}", stdout)
     assert 3 <= len(jobs) <= 4, stdout[-5000:]
     # each new job's attempt resumed at a later update than the job before it left off
     resumed_by_job: dict[str, int] = {}

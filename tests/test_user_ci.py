@@ -81,6 +81,6 @@ def test_the_documented_commands_dry_run_the_paper_dag_without_torch(tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:]
     total = re.search(r"^total\s+(\d+)$", proc.stdout, re.M)
     # a training job per phase (Snakemake prints the job stats twice in a dry run: count distinct rules)
-    phases = set(re.findall(r"^(train_[0-9a-f]+)\s+1$", proc.stdout, re.M))
+    phases = set(re.findall(r"^(train_\S+_[0-9a-f]{16})\s+1$", proc.stdout, re.M))
     assert total and len(phases) == 18, proc.stdout[-3000:]
     assert "This was a dry-run" in proc.stdout

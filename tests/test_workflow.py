@@ -104,8 +104,8 @@ def phases_of(*configs: Path | dict) -> PhaseTable:
 
 
 def is_training(rule: str) -> bool:
-    """Whether `rule` is a training job's (workflow/rules/train.smk: train_{id}, one per job)."""
-    return re.fullmatch(r"train_[0-9a-f]+", rule) is not None
+    """Whether `rule` is a training job's (workflow/rules/train.smk: train_{runs}_seed{S}_phase{P}_{id}, one a job)."""
+    return re.fullmatch(r"train_\S+_seed\S+_phase\S+_[0-9a-f]{16}", rule) is not None
 
 
 def training_jobs(jobs: list[Job]) -> dict[str, Job]:
@@ -175,8 +175,10 @@ def test_default_dag_trains_each_distinct_phase_once(tmp_path):
     assert len(phases) == len(set(phases)) == 18  # 25 phases of 10 runs, 7 of them shared
     assert set(phases) == set(table.specs)
     assert counts["run_index"] == 10  # every run keeps its own view of its phases
-    for key, job in training_jobs(jobs).items():  # a phase alone: its job, train_{key}, writes the four
-        assert job.rule == f"train_{key}"         # phase files into its own content-keyed directory
+    names = table.job_names(1)
+    for key, job in training_jobs(jobs).items():  # a phase alone: its job, named for its run phases and key,
+        assert job.rule == names[key]             # writes the four phase files into its content-keyed directory
+        assert job.rule.endswith(f"_{key}") and job.fields["log"] == f"logs/train/{names[key][6:]}.log"
         assert {f"results/phases/{key}/{name}" for name in PHASE_FILES} <= set(job.outputs)
 
 
@@ -257,6 +259,27 @@ def test_the_site_template_through_the_slurm_profile_gives_each_job_its_partitio
         assert (job.resources.get("slurm_account"), job.resources.get("qos")) == ("my-project", "normal"), job.rule
 
 
+
+def test_the_site_template_dag_names_every_training_job_for_its_run_phases(tmp_path):
+    """The paper DAG through the slurm profile and the site template: every training job's name (the SLURM
+    plugin sends `--comment rule_{name}`) and log file name every run sharing its phase, its seed and its phase
+    index (normgrow.cli phases gives the same names from the config alone)."""
+    configs = [REPO / "configs" / "paper.yaml", REPO / "configs" / "site-template.yaml"]
+    command = [SNAKEMAKE, "--profile", "slurm", "--directory", str(tmp_path), "-n", "results/paper",
+               "--configfile", *map(str, configs)]
+    proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    table = phases_of(*configs)
+    phases = training_jobs(parse_jobs(proc.stdout))
+    assert set(phases) == set(table.specs) and len(phases) == 18
+    for key, job in phases.items():
+        sharing = table.run_phases(key)
+        runs, seeds, indexes = zip(*sharing, strict=True)
+        label = f"{'+'.join(runs)}_seed{seeds[0]}_phase{indexes[0]}_{key}"
+        assert job.rule == f"train_{label}" and job.fields["log"] == f"logs/train/{label}.log", (key, sharing)
+    assert len({job.rule for job in phases.values() if "+" in job.rule}) == 4  # phases 0 and 1 shared by 2 or 3 runs
+
+
 def test_the_gpu_type_constraint_and_sbatch_flags_reach_every_job_of_their_group(tmp_path):
     """A GPU model, a constraint, a reservation and sbatch flags under resources.train, after the site
     template: every phase job of the paper DAG carries them as the SLURM plugin's resources (gpu_model →
@@ -290,7 +313,8 @@ def test_group_jobs_through_the_slurm_profile_ask_for_their_students_memory_and_
     groups_yaml = tmp_path / "groups.yaml"
     groups_yaml.write_text("resources:\n  train: {group_size: 2}\n")
     paper = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
-    groups = {f"train_{g.id}": g for g in phases_of(paper, groups_yaml).groups(2)}
+    table = phases_of(paper, groups_yaml)
+    groups = {table.job_name(g): g for g in table.groups(2)}
     command = [SNAKEMAKE, "--profile", "slurm", "--directory", str(tmp_path), "-n", "results/paper",
                "--configfile", str(REPO / "configs" / "paper.yaml"), str(groups_yaml)]
     proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)

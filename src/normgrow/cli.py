@@ -7,8 +7,10 @@
   resource plan of a configuration (normgrow.cluster.plan) and its budget: GPU-hours, wall time on
   `--nodes`, the critical path and disk (normgrow.cluster.budget);
 - `python -m normgrow.cli phases config.yaml [more.yaml ...]` prints where every phase of every run
-  is trained (results/phases/{key}) and which runs share it, e.g. to `--forcerun` one phase; with
-  `--other-code`, only the state.json of each finished phase trained by code other than this checkout's
+  is trained (results/phases/{key}), its training job (the rule) and which runs share it, from the config
+  alone; `--run`, `--seed` and `--phase` select run phases (`--run post-grow --seed 42 --phase 2`: which job
+  that is), `--jobs` prints only their jobs, e.g. to `--forcerun` them; with `--other-code`, only the
+  state.json of each finished phase trained by code other than this checkout's
   (normgrow.design.science_code), to `--forcerun` them after a code fix;
 - `python -m normgrow.cli preflight config.yaml configs/paper.yaml` compares the jobs' resources
   with the nodes `sinfo` reports, before anything is submitted (normgrow.cluster.preflight);
@@ -67,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="print only the state.json of each finished phase (under the working directory's "
                              "results/phases) trained by code other than this checkout's "
                              "(normgrow.design.science_code)")
+    phases.add_argument("--run", help="only this run's phases")
+    phases.add_argument("--seed", type=int, help="only this seed's")
+    phases.add_argument("--phase", type=int, help="only this phase index of each run (0: the first)")
+    phases.add_argument("--jobs", action="store_true",
+                        help="print only the training jobs (their rules) of the phases selected, once each")
     preflight = commands.add_parser("preflight", help="do the jobs' resources fit the cluster's nodes (sinfo)?")
     preflight.add_argument("configs", nargs="+", type=Path, help="config files, merged in order (like --configfile)")
     trace = commands.add_parser("trace", help="peak GPU memory of the training step and the one-GPU jobs, traced "
@@ -131,7 +138,8 @@ def read_configs(paths: list[Path]) -> dict:
 def print_phases(args) -> int:
     from normgrow.design.curriculum import PhaseTable
 
-    table = PhaseTable.from_config(read_configs(args.configs))
+    config = read_configs(args.configs)
+    table = PhaseTable.from_config(config)
     if args.other_code:
         from normgrow.design.phase_record import PhaseRecord
         from normgrow.design.science_code import digest, trained_by_other_code
@@ -142,12 +150,24 @@ def print_phases(args) -> int:
             if state.is_file() and trained_by_other_code(PhaseRecord.read(state).code, current):
                 print(state)
         return 0
+    jobs = table.job_names(config["resources"]["train"]["group_size"])
+    chosen = [(run, seed, p, key) for (run, seed), keys in table.runs.items() for p, key in enumerate(keys)
+              if args.run in (None, run) and args.seed in (None, seed) and args.phase in (None, p)]
+    if not chosen:
+        runs, seeds = sorted({run for run, _ in table.runs}), sorted({seed for _, seed in table.runs})
+        asked = " ".join(f"{name} {'any' if value is None else value}"
+                         for name, value in (("run", args.run), ("seed", args.seed), ("phase", args.phase)))
+        print(f"no run phase of these config files is {asked}: runs {', '.join(runs)}; seeds "
+              f"{', '.join(map(str, seeds))}", file=sys.stderr)
+        return 1
+    if args.jobs:
+        print("\n".join(dict.fromkeys(jobs[key] for *_, key in chosen)))
+        return 0
     print(f"{len(table.specs)} distinct phases of {sum(map(len, table.runs.values()))} run phases")
-    for (run, seed), keys in table.runs.items():
-        for p, key in enumerate(keys):
-            others = [label for label in table.sharing(key) if label != f"{run} seed {seed} phase {p}"]
-            print(f"{run} seed {seed} phase {p}: results/phases/{key}"
-                  + (f"  (shared with {', '.join(others)})" if others else ""))
+    for run, seed, p, key in chosen:
+        others = [label for label in table.sharing(key) if label != f"{run} seed {seed} phase {p}"]
+        print(f"{run} seed {seed} phase {p}: results/phases/{key}, job {jobs[key]}"
+              + (f"  (shared with {', '.join(others)})" if others else ""))
     return 0
 
 

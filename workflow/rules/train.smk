@@ -3,11 +3,13 @@
 # and the snapshots kept are tracked: execution settings (threads, ranks, train.resume_every,
 # train.loss_chunk, ...) are read from the config by the job and rerun nothing.
 #
-# One rule, train_{id}, per training job (normgrow.design.curriculum.PhaseGroup; Snakemake cannot name a
-# variable number of phases by wildcards): a phase alone (id: its key), or, when
-# resources.train.group_size > 1, phases that read one batch stream (normgrow.design.curriculum.stream_key)
-# side by side, one teacher forward per batch for all of them (id: a digest of their keys). Their outputs
-# are bit-identical either way. `snakemake --list-rules` names them all.
+# One rule per training job (normgrow.design.curriculum.PhaseGroup; Snakemake cannot name a variable number
+# of phases by wildcards): a phase alone (id: its key), or, when resources.train.group_size > 1, phases that
+# read one batch stream (normgrow.design.curriculum.stream_key) side by side, one teacher forward per batch
+# for all of them (id: a digest of their keys). Their outputs are bit-identical either way. The rule and its
+# log are named for what the job trains, train_{runs}_seed{S}_phase{P}_{id} (PhaseTable.job_name), so that a
+# dry run, squeue (the SLURM plugin's --comment rule_{name}) and Snakemake's errors say it; neither name is a
+# rerun trigger. `python -m normgrow.cli phases CONFIGS --jobs` and `snakemake --list-rules` name them all.
 #
 # Retries (`retries: 3`, the only rule that retries): a retry resumes the phase only after a stop — SIGTERM
 # (a state saved, exit 143) or a kill that left no error record — from its newest state, and restores its
@@ -23,7 +25,7 @@
 for group in GROUPS:
     rule:
         name:
-            f"train_{group.id}"
+            PHASES.job_name(group)
         input:
             previous=sorted({f for key in group.keys for f in previous_files(key)}),
             teacher=teacher_input(),
@@ -41,7 +43,7 @@ for group in GROUPS:
         threads: config["threads"]
         retries: 3  # after a stop (SIGTERM, a kill) only: see the comment above; no other rule retries
         log:
-            f"logs/train/{group.id}.log",
+            f"logs/train/{PHASES.job_name(group).removeprefix('train_')}.log",
         benchmark:
             f"logs/benchmarks/train/{group.id}.tsv"
         resources:

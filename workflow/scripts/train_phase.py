@@ -3,7 +3,9 @@ per batch: the job (normgrow.train.trainer.TrainingJob), built here once, launch
 torchrun (normgrow.cluster.launch.launch_phases); exit 143 after a
 SIGTERM-saved state. Execution settings come from the config, not from params, so that changing
 them reruns nothing. The attempt (resources.attempt: 1, or a retry's > 1) decides what a retry does
-(normgrow.train.attempts: restore a finished phase, fail at once after an exception, or resume)."""
+(normgrow.train.attempts: restore a finished phase, fail at once after an exception, or resume). Its errors
+name the job (its rule: normgrow.design.curriculum.PhaseTable.job_name) and every run phase it trains
+(launch_phases' `name`)."""
 
 import sys
 from pathlib import Path
@@ -18,14 +20,16 @@ from normgrow.train.trainer import PhaseTask, TrainingJob
 
 with job_log(snakemake.log[0]) as log:
     table = PhaseTable.from_config(snakemake.config)
-    tasks = []
+    tasks, trains = [], []
     for key in snakemake.params.phases:
         spec, sharing = table.specs[key], table.sharing(key)
         print(f"phase {key}: " + ", ".join(sharing), file=log)
+        trains.append(f"{', '.join(sharing)} (results/phases/{key})")
         execution = Execution.from_config(snakemake.config, table.snapshots[key], tracked_as=run_name(sharing[0]))
         previous = None if spec.previous is None else Path(snakemake.params.phase_dir.format(key=spec.previous.key))
         tasks.append(PhaseTask(spec, execution, previous, Path(snakemake.params.phase_dir.format(key=key))))
     teacher = snakemake.params.teacher
     job = TrainingJob(tuple(tasks), teacher["name"], Path(snakemake.input.tokens), teacher["revision"])
-    status = launch_phases(job, log, attempt=int(snakemake.resources.attempt), **launch_ranks(snakemake.config))
+    status = launch_phases(job, log, attempt=int(snakemake.resources.attempt), **launch_ranks(snakemake.config),
+                           name=f"training job {snakemake.rule}: {'; '.join(trains)}")
 sys.exit(status)

@@ -64,7 +64,23 @@ def torchrun_command(ranks_per_node: int, nodes: int, phase_args: list[str], shu
 
 
 def launch_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1, attempt: int = 1, *,
-                  shutdown_timeout: int, gpus_per_node: int = 0, cpus_per_gpu: int = 0) -> int:
+                  shutdown_timeout: int, gpus_per_node: int = 0, cpus_per_gpu: int = 0, name: str = "") -> int:
+    """`start_phases`, its errors naming the job by `name` (what it trains: its rule and run phases, set by
+    workflow/scripts/train_phase.py): a note on a Python exception, a line in `log` after ranks that failed."""
+    try:
+        status = start_phases(job, log, ranks_per_node, nodes, attempt, shutdown_timeout=shutdown_timeout,
+                              gpus_per_node=gpus_per_node, cpus_per_gpu=cpus_per_gpu)
+    except Exception as error:
+        if name:
+            error.add_note(f"in the {name}")
+        raise
+    if name and status not in (0, Preempted.exit_code):
+        print(f"the {name} failed: its ranks exited with status {status} (their tracebacks are above)", file=log)
+    return status
+
+
+def start_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1, attempt: int = 1, *,
+                 shutdown_timeout: int, gpus_per_node: int = 0, cpus_per_gpu: int = 0) -> int:
     """Train the job (one phase, or a group on one teacher forward per batch) with `ranks_per_node × nodes`
     ranks; return the exit status (143: preempted, resume by rerunning). `attempt`: Snakemake's (1, or a
     retry's > 1): a retry restores the outputs of phases an earlier attempt finished, and fails at once
