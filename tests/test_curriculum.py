@@ -359,20 +359,21 @@ def test_phases_command_lists_the_phases_trained_by_other_code(capsys, tmp_path,
 
 
 def test_a_training_job_is_named_for_its_run_phases(default):
-    """PhaseTable.job_name: the runs sharing a job's phases, its seed and phase index, then its id; a group names
-    the runs of all its phases; past JOB_NAME_LENGTH the runs left out are counted."""
-    from normgrow.design.curriculum import JOB_NAME_LENGTH, PhaseGroup
+    """normgrow.design.job_names.job_name: the runs sharing a job's phases, its seed and phase index, then its
+    id; a group names the runs of all its phases; past JOB_NAME_LENGTH the runs left out are counted."""
+    from normgrow.design.curriculum import PhaseGroup
+    from normgrow.design.job_names import JOB_NAME_LENGTH, job_name, job_names
 
     table = PhaseTable.from_config(default)
     shared = table.runs[("post-grow", 42)][0]
-    assert table.job_name(PhaseGroup((shared,))) == (f"train_post-grow+post-freeze+post-grow-reset_seed42_phase0_"
+    assert job_name(table, PhaseGroup((shared,))) == (f"train_post-grow+post-freeze+post-grow-reset_seed42_phase0_"
                                                      f"{shared}")
     alone = table.runs[("post-grow", 42)][2]
-    assert table.job_names(1)[alone] == f"train_post-grow_seed42_phase2_{alone}"
+    assert job_names(table, 1)[alone] == f"train_post-grow_seed42_phase2_{alone}"
     pair = PhaseGroup((table.runs[("pre-grow", 42)][1], table.runs[("post-grow", 42)][1]))
-    assert table.job_name(pair) == f"train_pre-grow+post-grow_seed42_phase1_{pair.id}"
+    assert job_name(table, pair) == f"train_pre-grow+post-grow_seed42_phase1_{pair.id}"
     many = dataclasses.replace(table, runs={(f"run-{i:03d}-{'x' * 20}", 42): [shared] for i in range(20)})
-    name = many.job_name(PhaseGroup((shared,)))
+    name = job_name(many, PhaseGroup((shared,)))
     assert len(name) <= JOB_NAME_LENGTH and name.startswith("train_run-000-")
     assert name.endswith(f"more_seed42_phase0_{shared}")
     assert int(re.search(r"\+(\d+)more_", name).group(1)) == 20 - name.count("run-")

@@ -148,11 +148,12 @@ def test_the_rerun_and_retrain_recipes_dry_run_as_written(configs, tmp_path):
     has trained in the scratch directory)."""
     from normgrow.cli import read_configs
     from normgrow.design.curriculum import PhaseTable
+    from normgrow.design.job_names import job_names
 
     config = read_configs([REPO / name for name in configs.split()])
     table = PhaseTable.from_config(config)
-    jobs = set(table.job_names(config["resources"]["train"]["group_size"]).values())
-    one = table.job_names(config["resources"]["train"]["group_size"])[table.runs[("post-grow", 42)][1]]
+    jobs = set(job_names(table, config["resources"]["train"]["group_size"]).values())
+    one = job_names(table, config["resources"]["train"]["group_size"])[table.runs[("post-grow", 42)][1]]
     arguments = tmp_path / "arguments"
     script = (f'snakemake() {{ printf "%s\\n" "$@" > {arguments}; command {SNAKEMAKE} -n --directory {tmp_path} "$@"; '
               '}\n'

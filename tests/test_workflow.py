@@ -23,6 +23,7 @@ from conftest import REPO
 
 from normgrow.design.config import merge, validate_config
 from normgrow.design.curriculum import PhaseTable
+from normgrow.design.job_names import job_name, job_names, sharers
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 CI = REPO / "configs" / "ci.yaml"
@@ -175,7 +176,7 @@ def test_default_dag_trains_each_distinct_phase_once(tmp_path):
     assert len(phases) == len(set(phases)) == 18  # 25 phases of 10 runs, 7 of them shared
     assert set(phases) == set(table.specs)
     assert counts["run_index"] == 10  # every run keeps its own view of its phases
-    names = table.job_names(1)
+    names = job_names(table, 1)
     for key, job in training_jobs(jobs).items():  # a phase alone: its job, named for its run phases and key,
         assert job.rule == names[key]             # writes the four phase files into its content-keyed directory
         assert job.rule.endswith(f"_{key}") and job.fields["log"] == f"logs/train/{names[key][6:]}.log"
@@ -273,7 +274,7 @@ def test_the_site_template_dag_names_every_training_job_for_its_run_phases(tmp_p
     phases = training_jobs(parse_jobs(proc.stdout))
     assert set(phases) == set(table.specs) and len(phases) == 18
     for key, job in phases.items():
-        sharing = table.run_phases(key)
+        sharing = sharers(table, key)
         runs, seeds, indexes = zip(*sharing, strict=True)
         label = f"{'+'.join(runs)}_seed{seeds[0]}_phase{indexes[0]}_{key}"
         assert job.rule == f"train_{label}" and job.fields["log"] == f"logs/train/{label}.log", (key, sharing)
@@ -314,7 +315,7 @@ def test_group_jobs_through_the_slurm_profile_ask_for_their_students_memory_and_
     groups_yaml.write_text("resources:\n  train: {group_size: 2}\n")
     paper = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
     table = phases_of(paper, groups_yaml)
-    groups = {table.job_name(g): g for g in table.groups(2)}
+    groups = {job_name(table, g): g for g in table.groups(2)}
     command = [SNAKEMAKE, "--profile", "slurm", "--directory", str(tmp_path), "-n", "results/paper",
                "--configfile", str(REPO / "configs" / "paper.yaml"), str(groups_yaml)]
     proc = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)

@@ -137,6 +137,7 @@ def read_configs(paths: list[Path]) -> dict:
 
 def print_phases(args) -> int:
     from normgrow.design.curriculum import PhaseTable
+    from normgrow.design.job_names import job_names
 
     config = read_configs(args.configs)
     table = PhaseTable.from_config(config)
@@ -150,7 +151,7 @@ def print_phases(args) -> int:
             if state.is_file() and trained_by_other_code(PhaseRecord.read(state).code, current):
                 print(state)
         return 0
-    jobs = table.job_names(config["resources"]["train"]["group_size"])
+    jobs = job_names(table, config["resources"]["train"]["group_size"])
     chosen = [(run, seed, p, key) for (run, seed), keys in table.runs.items() for p, key in enumerate(keys)
               if args.run in (None, run) and args.seed in (None, seed) and args.phase in (None, p)]
     if not chosen:

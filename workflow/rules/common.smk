@@ -32,6 +32,7 @@ from normgrow.design.curriculum import (
     snapshot_steps,
 )
 from normgrow.design.execution import PHASE_FILES, SNAPSHOTS_DIR
+from normgrow.design.job_names import job_name
 
 validate_config(config)  # the schema is package data: normgrow/design/config.schema.yaml
 # A teacher whose files are readable now (a local directory, the hub cache): its family and, with its own

@@ -7,7 +7,7 @@
 # of phases by wildcards): a phase alone (id: its key), or, when resources.train.group_size > 1, phases that
 # read one batch stream (normgrow.design.curriculum.stream_key) side by side, one teacher forward per batch
 # for all of them (id: a digest of their keys). Their outputs are bit-identical either way. The rule and its
-# log are named for what the job trains, train_{runs}_seed{S}_phase{P}_{id} (PhaseTable.job_name), so that a
+# log are named for what the job trains, train_{runs}_seed{S}_phase{P}_{id} (normgrow.design.job_names), so that a
 # dry run, squeue (the SLURM plugin's --comment rule_{name}) and Snakemake's errors say it; neither name is a
 # rerun trigger. `python -m normgrow.cli phases CONFIGS --jobs` and `snakemake --list-rules` name them all.
 #
@@ -25,7 +25,7 @@
 for group in GROUPS:
     rule:
         name:
-            PHASES.job_name(group)
+            job_name(PHASES, group)
         input:
             previous=sorted({f for key in group.keys for f in previous_files(key)}),
             teacher=teacher_input(),
@@ -43,7 +43,7 @@ for group in GROUPS:
         threads: config["threads"]
         retries: 3  # after a stop (SIGTERM, a kill) only: see the comment above; no other rule retries
         log:
-            f"logs/train/{PHASES.job_name(group).removeprefix('train_')}.log",
+            f"logs/train/{job_name(PHASES, group).removeprefix('train_')}.log",
         benchmark:
             f"logs/benchmarks/train/{group.id}.tsv"
         resources:

@@ -4,7 +4,7 @@ torchrun (normgrow.cluster.launch.launch_phases); exit 143 after a
 SIGTERM-saved state. Execution settings come from the config, not from params, so that changing
 them reruns nothing. The attempt (resources.attempt: 1, or a retry's > 1) decides what a retry does
 (normgrow.train.attempts: restore a finished phase, fail at once after an exception, or resume). Its errors
-name the job (its rule: normgrow.design.curriculum.PhaseTable.job_name) and every run phase it trains
+name the job (its rule: normgrow.design.job_names.job_name) and every run phase it trains
 (launch_phases' `name`)."""
 
 import sys

@@ -400,41 +400,7 @@ class PhaseTable:
         chunks = [keys[i:i + size] for keys in streams.values() for i in range(0, len(keys), max(size, 1))]
         return [PhaseGroup(tuple(chunk)) for chunk in chunks]
 
-    def run_phases(self, key: str) -> list[tuple[str, int, int]]:
-        """(run, seed, phase index) of every run phase that is phase `key`, in config order."""
-        return [(run, seed, p) for (run, seed), keys in self.runs.items() for p, k in enumerate(keys) if k == key]
-
     def sharing(self, key: str) -> list[str]:
         """Labels `run seed S phase P` of every run phase that is phase `key`."""
-        return [f"{run} seed {seed} phase {p}" for run, seed, p in self.run_phases(key)]
-
-    def job_name(self, group: PhaseGroup) -> str:
-        """The name of the training job of `group` (its rule, workflow/rules/train.smk, and its log file): what it
-        trains, then its id, `train_{runs}_seed{S}_phase{P}_{id}`, the runs sharing its phases joined by `+`, e.g.
-        `train_post-grow+post-freeze+post-grow-reset_seed42_phase0_6ce5f782f7fd6dc6`. Dry runs, Snakemake's errors
-        and squeue (the SLURM plugin sends `--comment rule_{name}`) show it. The phases of a group share their
-        seed and index (both are part of the stream key). Runs past JOB_NAME_LENGTH characters are counted
-        (`+3more`): the plugin's log directory logs/slurm/rule_{name}/ must stay a valid file name."""
-        phases = [phase for key in group.keys for phase in self.run_phases(key)]
-        runs = list(dict.fromkeys(run for run, _, _ in phases))
-        seeds = "+".join(str(seed) for seed in sorted({seed for _, seed, _ in phases}))
-        indexes = "+".join(str(p) for p in sorted({p for _, _, p in phases}))
-        tail = f"_seed{seeds}_phase{indexes}_{group.id}"
-        room = JOB_NAME_LENGTH - len("train_") - len(tail)
-        shown = next(count for count in range(len(runs), 0, -1)
-                     if count == 1 or len(joined_runs(runs, count)) <= room)
-        return f"train_{joined_runs(runs, shown)}{tail}"
-
-    def job_names(self, size: int) -> dict[str, str]:
-        """The training job's name (job_name) of every phase, by key, in groups of at most `size`."""
-        return {key: self.job_name(group) for group in self.groups(size) for key in group.keys}
-
-
-# A training job's name at most: the SLURM plugin makes it a directory name (logs/slurm/rule_{name}/), file names
-# are at most 255 bytes.
-JOB_NAME_LENGTH = 200
-
-
-def joined_runs(runs: list[str], shown: int) -> str:
-    """The first `shown` of `runs` joined by `+`, and how many more there are (`+3more`)."""
-    return "+".join(runs[:shown]) + (f"+{len(runs) - shown}more" if shown < len(runs) else "")
+        return [f"{run} seed {seed} phase {p}" for (run, seed), keys in self.runs.items()
+                for p, k in enumerate(keys) if k == key]
