@@ -13,8 +13,10 @@ from normgrow.design.config import (
     built_runs,
     check_pinned_revisions,
     check_teacher_files,
+    command_line_config,
     job_resources,
     launch_ranks,
+    merge,
     offline_gaps,
     pretrain_recipe,
     pretrain_seed,
@@ -33,6 +35,9 @@ from normgrow.design.curriculum import (
 )
 from normgrow.design.execution import PHASE_FILES, SNAPSHOTS_DIR
 
+# --config as a YAML file reads it: Snakemake hands on its nested values, null and true as strings ('null', '7').
+COMMAND_LINE = command_line_config(workflow.config_settings.config, workflow.config_settings.config_args)
+merge(config, COMMAND_LINE)
 validate_config(config)  # the schema is package data: normgrow/design/config.schema.yaml
 # A teacher whose files are readable now (a local directory, the hub cache): its family and, with its own
 # tokenizer, the boundary token checked before any job runs (otherwise every phase job fails on them).
@@ -45,7 +50,7 @@ COMMAND_LINE_FILES = [str(path) for path in workflow.config_settings.configfiles
 check_pinned_revisions(
     [(str(path), load_configfile(path)) for path in workflow.configfiles if str(path) not in COMMAND_LINE_FILES]
     + [(path, load_configfile(path)) for path in COMMAND_LINE_FILES]
-    + [("--config", dict(workflow.config_settings.config))]
+    + [("--config", COMMAND_LINE)]
 )
 # Offline (HF_HUB_OFFLINE=1), what the jobs would read from the hub cache and it lacks: said now, not by a job.
 for gap in offline_gaps(config):
