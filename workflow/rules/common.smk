@@ -4,7 +4,9 @@
 # (kind `execution`: threads, resources, train.resume_every, train.loss_chunk, ...) are read by the job
 # from `snakemake.config`, so that changing them reruns nothing.
 from snakemake.common.configfile import load_configfile
+from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from normgrow.model.family import PREFIXES as FAMILIES  # torch-free: the supported decoder families
 from normgrow.paper.items import ITEMS, report_items
@@ -52,6 +54,25 @@ check_pinned_revisions(
     + [(path, load_configfile(path)) for path in COMMAND_LINE_FILES]
     + [("--config", COMMAND_LINE)]
 )
+
+
+def check_container():
+    """Under --sdm apptainer, what would make its jobs fail, refused before any runs: GPU jobs without apptainer's
+    --nv (they would see no GPU), or the image the Snakefile's `container:` names not built."""
+    if DeploymentMethod.APPTAINER not in workflow.deployment_settings.deployment_method:
+        return
+    train = config["resources"]["train"]
+    if train["gpus"] and not train["stand_in_gpus"] and "--nv" not in workflow.deployment_settings.apptainer_args.split():
+        raise WorkflowError(f"resources.train.gpus: {train['gpus']} under --sdm apptainer needs --apptainer-args=--nv "
+                            "(the NVIDIA driver inside the image): otherwise the jobs see no GPU")
+    image = workflow.modifier.global_container_img
+    if not os.path.exists(image):
+        raise WorkflowError(f"--sdm apptainer runs every job in {image}, which is not built: `apptainer build {image} "
+                            f"{os.path.join(os.path.dirname(image), 'normgrow.def')}` (docs/cluster.md, Installing on a "
+                            "cluster)")
+
+
+check_container()
 # Offline (HF_HUB_OFFLINE=1), what the jobs would read from the hub cache and it lacks: said now, not by a job.
 for gap in offline_gaps(config):
     logger.warning(f"offline (HF_HUB_OFFLINE): {gap}")
