@@ -28,6 +28,11 @@ except ImportError as error:
 configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
+# The image every job runs in under --software-deployment-method apptainer, built from containers/normgrow.def
+# (docs/cluster.md, "Installing on a cluster"); without that flag the jobs run in this environment.
+container: os.path.join(str(workflow.current_basedir), "containers", "normgrow.sif")
+
+
 # `snakemake --report report.zip` after a run: this description, then results/paper (rule paper) and
 # results/provenance (rule provenance) with the captions of workflow/report/.
 report: "workflow/report/workflow.rst"

@@ -2,6 +2,7 @@
 (normgrow.paper.claims.parity) on constructed numbers."""
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -264,3 +265,19 @@ def test_a_confirmation_writes_its_own_teacher_and_the_fresh_seeds_into_its_runs
         **c["common"], "teacher": {"name": os.path.join(os.path.realpath(out), "teachers", "B.model")},
         "tokenizer": {"train": False}, "train": {"lr": shared, "warmup_fraction": c["warmup_fraction"]},
         "seeds": c["fresh_seeds"], "build": list(CELLS), "diagnostics": {"runs": []}}
+
+
+def test_command_line_numbers_reach_the_comparison_as_numbers(tmp_path):
+    """`--config 'comparison={"lrs": [...]}'`: Snakemake hands on '0.01'; the comparison reads it as a YAML file
+    does (normgrow.design.config.command_line_config) and plans the tuning at each LR."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import REPO
+    command = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "workflow" / "comparison.smk"),
+               "--directory", str(tmp_path), "-n", "--config", 'comparison={"lrs": [0.01, 0.03]}']
+    dry = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    planned = set(re.findall(r"results/comparison/tuning/(lr\S+?)\.check\.json", dry.stdout))
+    assert planned == {"lr0.01", "lr0.03"}, dry.stdout

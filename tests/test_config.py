@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from conftest import REPO, SCHEMA
+from snakemake.cli import parse_config
 from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
 
 from normgrow.design.config import (
@@ -15,6 +16,7 @@ from normgrow.design.config import (
     built_runs,
     check_pinned_revisions,
     check_teacher_files,
+    command_line_config,
     job_resources,
     launch_ranks,
     offline_gaps,
@@ -158,16 +160,36 @@ def test_unknown_placement(raw):
     assert "\n  runs.pre-joint.placement: 'peri-norm' does not match" in message
 
 
-def test_nested_command_line_values_are_read_as_yaml(raw):
-    """`--config 'resources={"train": {"gpus": 1}}'` reaches the config with the nested values as strings."""
-    raw["resources"] = {"train": {"gpus": "1", "cpus_per_gpu": "1"}}
-    raw["train"]["resume_every"] = "7"
-    raw["train"]["activation_checkpointing"] = "true"
-    config = validate_config(raw, SCHEMA)
-    assert config["resources"]["train"]["gpus"] == 1 and config["resources"]["train"]["cpus_per_gpu"] == 1
-    assert config["train"]["resume_every"] == 7 and config["train"]["activation_checkpointing"] is True
-    raw["train"]["resume_every"] = "seven"
-    assert "train.resume_every: 'seven' is not of type 'integer'" in error_of(raw)
+def command_line(*entries: str) -> dict:
+    """`snakemake --config ENTRY ...` as the workflow reads it: Snakemake's own reading, then command_line_config."""
+    return command_line_config(parse_config(list(entries)), list(entries))
+
+
+def test_command_line_values_are_read_as_a_yaml_file_reads_them():
+    """Snakemake hands on nested values and a top-level null or true as strings ('null', '7', 'true')."""
+    assert parse_config(['teacher={"revision": null}']) == {"teacher": {"revision": "null"}}  # what is fixed
+    assert command_line('teacher={"name": null, "revision": null}') == {"teacher": {"name": None, "revision": None}}
+    assert command_line('teacher={"name": "null"}') == {"teacher": {"name": "null"}}  # quoted: a string, as in YAML
+    assert command_line('train={"resume_every": 7, "lr": 0.5, "activation_checkpointing": true}') == {
+        "train": {"resume_every": 7, "lr": 0.5, "activation_checkpointing": True}}
+    assert command_line("build=null", "seeds=[1, 2]", "flag=true", "threads=2", "lr=1e-3") == {
+        "build": None, "seeds": [1, 2], "flag": True, "threads": 2, "lr": 1e-3}  # Snakemake's top-level 1e-3 stays
+    assert command_line('teacher={"name": "a", "revision": "b"}', 'teacher={"revision": null}') == {
+        "teacher": {"name": "a", "revision": None}}  # merged in order, as Snakemake merges them
+    assert command_line('teacher={"name": "x"') == parse_config(['teacher={"name": "x"'])  # not YAML: as Snakemake
+    # Through Snakemake's API the values are typed already and the entries are their repr: nothing is re-read.
+    assert command_line_config({"teacher": {"name": None}}, ["teacher={'name': None}"]) == {"teacher": {"name": None}}
+
+
+def test_a_number_or_boolean_where_a_string_is_wanted_is_refused_naming_the_fix(raw):
+    """A YAML file (and --config, read alike) turns an unquoted all-digit revision into a number, yes into true."""
+    raw["teacher"]["revision"] = 1234567
+    assert ("teacher.revision: 1234567 is not of type 'string', 'null' (YAML reads the unquoted value as a number: "
+            "quote it for a string)") in error_of(raw)
+    raw["teacher"]["revision"], raw["tracking"] = "1234567", {"project": True}
+    assert "tracking.project: True is not of type 'string' (YAML reads the unquoted value as a boolean" in error_of(raw)
+    raw["tracking"], raw["train"]["resume_every"] = {}, "7"  # a quoted "7" in a file is a string, as YAML reads it
+    assert "train.resume_every: '7' is not of type 'integer'\n" in error_of(raw) + "\n"
 
 
 def test_min_lr_above_lr_is_refused(raw):

@@ -78,6 +78,10 @@ def skipped(command: str) -> str | None:
         return "needs the links of a finished run (shell substitution)"
     if "--report" in command:
         return "reports a finished run (tests/test_snakemake_report.py runs it on the CI run)"
+    if "--sdm conda" in command:
+        return "needs conda (Snakemake builds the environment first)"
+    if "--sdm apptainer" in command:
+        return "needs apptainer and the built image (tests/test_container.py dry-runs the refusals without them)"
     return None
 
 

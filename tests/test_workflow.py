@@ -442,6 +442,26 @@ def test_another_teacher_under_the_papers_pinned_revision_fails_the_dry_run_nami
             'teacher={"name": "ibm-granite/granite-3.3-2b-base", "revision": "' + "0" * 40 + '"}')
 
 
+def test_command_line_nulls_mean_what_they_mean_in_a_config_file(tmp_path):
+    """`--config` values are read as a YAML file reads them (normgrow.design.config.command_line_config), not as
+    the strings Snakemake hands on: teacher.revision null is the default branch (every phase's key as under a
+    file's `revision: null`, not a revision named 'null'), teacher.name null a teacher pretrained here
+    (refused under configs/paper.yaml's tokenizer.train: false, as from a file; not a hub teacher named 'null')."""
+    paper = REPO / "configs" / "paper.yaml"
+    as_file = tmp_path / "teacher.yaml"
+    as_file.write_text("teacher: {revision: null}\n")
+    from_file = training_jobs(dry_run(tmp_path, "results/paper", "--configfile", str(paper), str(as_file)))
+    from_line = training_jobs(dry_run(tmp_path, "results/paper", "--configfile", str(paper), "--config",
+                                      'teacher={"revision": null}'))
+    assert set(from_line) == set(from_file)
+    assert set(from_file).isdisjoint(training_jobs(dry_run(tmp_path, "results/paper", "--configfile", str(paper))))
+    as_file.write_text("teacher: {name: null, revision: null}\n")
+    refusals = [snakemake(tmp_path, "-n", "results/paper", "--configfile", str(paper), *rest).stdout
+                for rest in ([str(as_file)], ["--config", 'teacher={"name": null, "revision": null}'])]
+    for output in refusals:
+        assert "tokenizer.train: false takes the teacher's tokenizer, but teacher.name is null" in output, output
+
+
 def test_an_offline_dry_run_names_what_the_hub_cache_lacks(tmp_path):
     """HF_HUB_OFFLINE=1 and an empty hub cache: the paper's dry run plans its jobs and warns, naming the teacher
     and the corpus that its jobs would not find (normgrow.design.config.offline_gaps)."""

@@ -16,9 +16,11 @@ sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.paper import control  # noqa: E402
 from normgrow.paper.comparison import CELLS, Selection  # noqa: E402
 from normgrow.paper.roles import run_roles  # noqa: E402
-from normgrow.design.config import merge  # noqa: E402
+from normgrow.design.config import command_line_config, merge  # noqa: E402
 
-# configs/comparison.yaml, under what --configfile or --config set (merged, as the workflow's config.yaml)
+# configs/comparison.yaml, under what --configfile or --config set (merged, as the workflow's config.yaml;
+# --config as a YAML file reads it)
+merge(config, command_line_config(workflow.config_settings.config, workflow.config_settings.config_args))
 with open(os.path.join(workflow.basedir, "..", "configs", "comparison.yaml")) as f:
     config.update(merge(yaml.safe_load(f), dict(config)))
 

@@ -14,8 +14,11 @@ import yaml
 sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.paper.roles import run_roles  # noqa: E402
 from normgrow.paper.study_plan import StudyPlan  # noqa: E402
+from normgrow.design.config import command_line_config, merge  # noqa: E402
 from normgrow.design.schedule import warmup_steps  # noqa: E402
 
+# --config as a YAML file reads it (Snakemake hands on its nested values as strings: normgrow.design.config)
+merge(config, command_line_config(workflow.config_settings.config, workflow.config_settings.config_args))
 if "study" not in config:  # the seeds × width study, unless --configfile names another
     with open(os.path.join(workflow.basedir, "..", "configs", "study.yaml")) as f:
         config.update(yaml.safe_load(f))

@@ -4,7 +4,9 @@
 # (kind `execution`: threads, resources, train.resume_every, train.loss_chunk, ...) are read by the job
 # from `snakemake.config`, so that changing them reruns nothing.
 from snakemake.common.configfile import load_configfile
+from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from normgrow.model.family import PREFIXES as FAMILIES  # torch-free: the supported decoder families
 from normgrow.paper.items import ITEMS, report_items
@@ -13,8 +15,10 @@ from normgrow.design.config import (
     built_runs,
     check_pinned_revisions,
     check_teacher_files,
+    command_line_config,
     job_resources,
     launch_ranks,
+    merge,
     offline_gaps,
     pretrain_recipe,
     pretrain_seed,
@@ -34,6 +38,9 @@ from normgrow.design.curriculum import (
 from normgrow.design.execution import PHASE_FILES, SNAPSHOTS_DIR
 from normgrow.design.job_names import job_name
 
+# --config as a YAML file reads it: Snakemake hands on its nested values, null and true as strings ('null', '7').
+COMMAND_LINE = command_line_config(workflow.config_settings.config, workflow.config_settings.config_args)
+merge(config, COMMAND_LINE)
 validate_config(config)  # the schema is package data: normgrow/design/config.schema.yaml
 # A teacher whose files are readable now (a local directory, the hub cache): its family and, with its own
 # tokenizer, the boundary token checked before any job runs (otherwise every phase job fails on them).
@@ -46,8 +53,27 @@ COMMAND_LINE_FILES = [str(path) for path in workflow.config_settings.configfiles
 check_pinned_revisions(
     [(str(path), load_configfile(path)) for path in workflow.configfiles if str(path) not in COMMAND_LINE_FILES]
     + [(path, load_configfile(path)) for path in COMMAND_LINE_FILES]
-    + [("--config", dict(workflow.config_settings.config))]
+    + [("--config", COMMAND_LINE)]
 )
+
+
+def check_container():
+    """Under --sdm apptainer, what would make its jobs fail, refused before any runs: GPU jobs without apptainer's
+    --nv (they would see no GPU), or the image the Snakefile's `container:` names not built."""
+    if DeploymentMethod.APPTAINER not in workflow.deployment_settings.deployment_method:
+        return
+    train = config["resources"]["train"]
+    if train["gpus"] and not train["stand_in_gpus"] and "--nv" not in workflow.deployment_settings.apptainer_args.split():
+        raise WorkflowError(f"resources.train.gpus: {train['gpus']} under --sdm apptainer needs --apptainer-args=--nv "
+                            "(the NVIDIA driver inside the image): otherwise the jobs see no GPU")
+    image = workflow.modifier.global_container_img
+    if not os.path.exists(image):
+        raise WorkflowError(f"--sdm apptainer runs every job in {image}, which is not built: `apptainer build {image} "
+                            f"{os.path.join(os.path.dirname(image), 'normgrow.def')}` (docs/cluster.md, Installing on a "
+                            "cluster)")
+
+
+check_container()
 # Offline (HF_HUB_OFFLINE=1), what the jobs would read from the hub cache and it lacks: said now, not by a job.
 for gap in offline_gaps(config):
     logger.warning(f"offline (HF_HUB_OFFLINE): {gap}")

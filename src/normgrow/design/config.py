@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import jsonschema
@@ -63,17 +63,22 @@ def validate_config(config: dict, schema_path: Path = SCHEMA) -> dict:
     schema = yaml.safe_load(schema_path.read_text())
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    if _parse_command_line_strings(config, errors):
-        errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = []
-        for error in errors:
-            key = ".".join(str(part) for part in error.absolute_path) or "(top level)"
-            lines.append(f"  {key}: {error.message}")
-        raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+        raise ConfigError("invalid configuration:\n" + "\n".join(_error_line(error) for error in errors))
     check_config(config)
     drop_null_revisions(config)
     return config
+
+
+def _error_line(error: jsonschema.ValidationError) -> str:
+    """One schema error on a line naming its key; a number or boolean where a string is wanted also names the
+    fix (YAML, in a file as on the command line, reads an all-digit revision as a number, yes and no as booleans)."""
+    key = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+    wanted = error.validator_value if error.validator == "type" else ()
+    if "string" in wanted and isinstance(error.instance, (bool, int, float)):
+        read = "a boolean" if isinstance(error.instance, bool) else "a number"
+        return f"  {key}: {error.message} (YAML reads the unquoted value as {read}: quote it for a string)"
+    return f"  {key}: {error.message}"
 
 
 def built_runs(config: dict) -> list[str]:
@@ -95,24 +100,35 @@ def merge(base: dict, update: dict) -> dict:
     return base
 
 
-def _parse_command_line_strings(config: dict, errors: list) -> bool:
-    """Snakemake passes the nested values of `--config 'train={"resume_every": 7}'` as strings
-    ('7'): where the schema wants another type, read such a string as YAML would. True if any
-    value changed."""
-    changed = False
-    for error in errors:
-        if error.validator != "type" or not isinstance(error.instance, str) or not error.absolute_path:
+def command_line_config(parsed: Mapping, entries: Sequence[str]) -> dict:
+    """`--config KEY=VALUE ...` as a YAML file reads it. Snakemake (snakemake.cli.parse_config) reads a
+    top-level VALUE as a number or True/False, and otherwise as YAML with every scalar a string, so that
+    `teacher={"revision": null}` arrives as 'null', `train={"resume_every": 7}` as '7' and `x=true` as 'true'.
+    Each string it left is read again from the VALUE as typed, by yaml.safe_load (null is None, 7 an int,
+    true a bool, a quoted "null" a string); what it read as another type stays (a top-level 1e-3, a value
+    given through its API). `parsed` is Snakemake's reading (workflow.config_settings.config), `entries`
+    the KEY=VALUE strings as typed (workflow.config_settings.config_args), merged in order as Snakemake
+    merges them."""
+    typed: dict = {}
+    for entry in entries:
+        key, _, text = entry.partition("=")
+        try:
+            merge(typed, {key: yaml.safe_load(text)})
+        except yaml.YAMLError:  # Snakemake kept such a VALUE as a string; so does the schema's check
             continue
-        value = yaml.safe_load(error.instance)
-        if isinstance(value, str) or not jsonschema.Draft202012Validator(error.schema).is_valid(value):
-            continue
-        *parents, last = error.absolute_path
-        container = config
-        for part in parents:
-            container = container[part]
-        container[last] = value
-        changed = True
-    return changed
+    return _strings_read_as_typed(dict(parsed), typed)
+
+
+def _strings_read_as_typed(parsed, typed):
+    """`parsed` with each string replaced by what `typed` holds at the same place, where it holds one."""
+    if isinstance(parsed, str):
+        return typed
+    if isinstance(parsed, dict) and isinstance(typed, dict):
+        return {key: _strings_read_as_typed(value, typed[key]) if key in typed else value
+                for key, value in parsed.items()}
+    if isinstance(parsed, list) and isinstance(typed, list) and len(parsed) == len(typed):
+        return [_strings_read_as_typed(value, read) for value, read in zip(parsed, typed, strict=True)]
+    return parsed
 
 
 def train_docs_required(config: dict, runs: list[str] | None = None) -> int:

@@ -32,9 +32,10 @@ JSON Schema 2020-12); edit them there and regenerate it with `{command}`.
 
 `config.yaml` is the embedded default: every run of the paper in a miniature. Each `--configfile` is
 merged over it, nested mappings key by key (so `runs:` of another file adds runs; `build` selects
-among them), and `--config KEY=VALUE` over both; nested values given on the command line
-(`--config 'resources={{"train": {{"gpus": 1}}}}'`, which Snakemake passes as strings) are read as YAML
-would read them. The merged configuration is validated against the schema, its defaults filled
+among them), and `--config KEY=VALUE` over both. A value given on the command line means what it means in a
+YAML file (`--config 'teacher={{"revision": null}}'` is `revision: null`, `7` a number, `true` a boolean; Snakemake
+itself hands such values on as strings): quote a string that YAML would read otherwise (`"null"`, an all-digit
+revision). The merged configuration is validated against the schema, its defaults filled
 in, before any job runs; every problem is reported on one line naming its key. Beyond the schema,
 `normgrow.design.config.check_config` refuses:
 
