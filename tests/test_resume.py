@@ -420,6 +420,8 @@ def test_a_state_at_or_before_an_update_loads_with_its_weights(tmp_path):
         assert store.load_latest(model, optimizer, at_most=at_most) == {"update": step}, at_most
         assert torch.equal(model.weight, weights[step]), at_most
     assert store.load_latest(model, optimizer, at_most=1) is None
+    store.save(10, model, optimizer, {"update": 10})  # newest by its update, not by its name ("state-10" < "state-6")
+    assert store.latest_step() == 10
 
 
 def test_a_store_joins_its_ranks_own_hashes_and_none_when_a_rank_cannot_read(tmp_path, monkeypatch):
