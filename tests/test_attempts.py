@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import traceback
 from pathlib import Path
 
 import pytest
@@ -202,6 +203,33 @@ def test_an_out_of_memory_error_of_one_rank_refuses_the_retry(tmp_path, monkeypa
     with pytest.raises(PreviousAttemptFailed, match="CUDA out of memory"):
         begin_attempt([(out, "spec")], 2, io.StringIO())
 
+
+
+def test_the_refusal_shows_the_out_of_memory_error_not_a_peers_lost_connection(tmp_path, monkeypatch):
+    """A peer that recorded its lost connection before the rank that ran out of memory: the retry names the
+    out-of-memory error, the cause."""
+    out = tmp_path / "phase"
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("RANK", "0")
+    record_error(out, RuntimeError("Connection closed by peer"))
+    monkeypatch.setenv("RANK", "3")
+    record_error(out, MemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), alone=True)
+    with pytest.raises(PreviousAttemptFailed) as refused:
+        begin_attempt([(out, "spec")], 2, io.StringIO())
+    assert "CUDA out of memory" in str(refused.value) and "Connection closed" not in str(refused.value)
+
+
+def test_a_job_in_one_process_records_its_error_as_rank_0_of_1(tmp_path, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    try:
+        raise ValueError("boom")
+    except ValueError as raised:
+        error = raised
+        record_error(tmp_path, error)
+    [record] = recorded_errors(tmp_path)
+    assert (record["rank"], record["world"], record["error"], record["alone"]) == (0, 1, "ValueError: boom", False)
+    assert record["traceback"] == "".join(traceback.format_exception(error))  # Python's own, whole
 
 # ---------------------------------------------------------------- the job's function on a real phase
 

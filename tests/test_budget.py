@@ -203,6 +203,19 @@ def test_the_papers_budget_runs_padding_free_at_its_cost():
     assert b["disk_gb"]["resume states per training job"] == pytest.approx(61.6)
 
 
+
+def test_the_budget_plans_documents_of_the_mean_it_is_given():
+    b = budget(paper_config(), AutoConfig.from_pretrained(QWEN3_8B), 30.8, [1], samples=20_000, mean_tokens=300.0)
+    assert b["mean_tokens"] == pytest.approx(300.0, rel=0.05)
+
+
+def test_a_job_without_gpus_runs_on_one_device_whatever_its_ranks():
+    """CPU ranks share one machine: the wall time is not divided by them."""
+    config = paper_config()
+    config["resources"]["train"].update(gpus=0, ranks_per_node=2, stand_in_gpus=False)
+    b = budget(config, AutoConfig.from_pretrained(QWEN3_8B), 30.8, [1], samples=20_000)
+    assert b["gpus_per_job"] == 1
+
 def test_the_plan_command_prints_the_configs_gpu_hours(capsys):
     assert main(["plan", str(REPO / "config.yaml"), str(REPO / "configs" / "paper.yaml"), "--gpus", "8",
                  "--teacher-config", str(QWEN3_8B), "--nodes", "1", "8"]) == 0

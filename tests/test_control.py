@@ -64,9 +64,34 @@ def estimate(low: float, high: float) -> Estimate:
     ((-0.03, 0.01), (-0.05, -0.02), "update count"),
     ((0.001, 0.03), (-0.01, 0.02), "growth opposes"),
     ((-0.03, 0.01), (-0.02, 0.01), "not decidable at this power"),
+    ((-0.05, 0.0), (-0.02, 0.01), "not decidable at this power"),  # an interval that reaches 0 is not below it
+    ((0.0, 0.03), (-0.01, 0.02), "not decidable at this power"),  # nor above it
 ])
 def test_the_reading_follows_the_intervals_of_the_matched_interaction_and_the_update_part(matched, update, expected):
     assert control.reading_verdict(estimate(*matched), estimate(*update)) == expected
+
+
+def test_final_ce_keeps_each_cells_last_phase_with_its_code():
+    phases = pd.DataFrame({"run": ["pre-grow"] * 3 + ["post-joint-matched"] * 2 + ["other"],
+                           "seed": [200.0, 200.0, 201.0, 200.0, 200.0, 200.0], "phase": [0, 1, 0, 0, 2, 5],
+                           "ce": [4.0, 3.5, 3.9, 4.2, 3.7, 1.0], "code_digest": ["a", "b", "c", "d", "e", "f"]})
+    final = control.final_ce(phases, 0.02)
+    assert list(final.columns) == ["lr", "seed", "cell", "ce", "code_digest"]
+    assert final.to_dict("records") == [
+        {"lr": 0.02, "seed": 200, "cell": "pre-grow", "ce": 3.5, "code_digest": "b"},
+        {"lr": 0.02, "seed": 201, "cell": "pre-grow", "ce": 3.9, "code_digest": "c"},
+        {"lr": 0.02, "seed": 200, "cell": "post-joint-matched", "ce": 3.7, "code_digest": "e"}]
+    assert final["seed"].dtype.kind == "i"  # seeds read as floats (a CSV column with a gap) name runs as integers
+
+
+def test_the_estimates_table_has_one_spread_column_empty_for_the_pool():
+    rng = np.random.default_rng(3)
+    frame = pd.concat([per_seed_frame({cell: list(3 + 0.1 * rng.random(3)) for cell in cells}, teacher=t, lr=lr)
+                       for t in ("A", "B") for lr, cells in control.plan(SELECTION).items()])
+    table = control.estimates(frame, SELECTION, ["A", "B"])
+    assert list(table.columns) == ["reading", "teacher", "effect", "estimate", "spread"]
+    assert table[table["teacher"] == "pooled"]["spread"].isna().all()
+    assert table[table["teacher"] != "pooled"]["spread"].notna().all()
 
 
 def test_the_pooled_interval_is_the_fixed_effect_mean_with_t_at_the_pooled_degrees_of_freedom():
@@ -85,7 +110,9 @@ def test_power_of_a_mean_equals_a_simulation():
         half = t975(n - 1) * x.std(axis=1, ddof=1) / np.sqrt(n)
         simulated = float((np.abs(x.mean(axis=1)) > half).mean())
         assert power_mean(effect, spread, n) == pytest.approx(simulated, abs=0.005)
+    assert power_mean(0.0, 0.034, 8) == pytest.approx(0.05, rel=1e-9)  # no effect: the test's size, both tails
     assert seeds_for_power(0.0332, 0.034) == 11  # 10 seeds fall short of 80%
+    assert seeds_for_power(1.0, 0.01) == 2  # the fewest a t-interval needs
     assert power_mean(0.0332, 0.034, 10) < 0.8 <= power_mean(0.0332, 0.034, 11)
 
 
@@ -96,6 +123,21 @@ def test_parity_power_of_a_true_tie_equals_a_simulation():
         mean, half = x.mean(axis=1), t975(n - 1) * x.std(axis=1, ddof=1) / np.sqrt(n)
         simulated = float(((mean - half >= -0.01) & (mean + half <= 0.01)).mean())
         assert parity_power(0.01, spread, n) == pytest.approx(simulated, abs=0.003)
+
+
+@pytest.mark.parametrize(("n", "margin", "df"), [
+    (3, 0.03, None),  # few degrees of freedom: the small sample deviations carry much of the probability
+    (2, 3 * 12.706 * 0.01 / 2 ** 0.5, None),  # a margin of three interval half-widths at the mean spread
+    (4, 0.01, 12),  # the pooled interval's degrees of freedom (comparison: teachers × (seeds − 1))
+])
+def test_parity_power_equals_a_simulation_of_the_mean_and_the_sample_deviation(n, margin, df):
+    """Sampled directly: the mean ~ N(0, σ²/n) and s² ~ σ²·χ²(df)/df, the interval t975(df)·s/√n."""
+    rng, spread, size = np.random.default_rng(2), 0.01, 400_000
+    dof = n - 1 if df is None else df
+    mean = rng.normal(0.0, spread / n ** 0.5, size)
+    half = t975(dof) * spread * np.sqrt(rng.chisquare(dof, size) / dof) / n ** 0.5
+    simulated = float(((mean - half >= -margin) & (mean + half <= margin)).mean())
+    assert parity_power(margin, spread, n, df) == pytest.approx(simulated, abs=0.003)
 
 
 def test_the_control_configs_train_the_fresh_seeds_under_each_teacher_with_the_control_runs(tmp_path):

@@ -102,7 +102,7 @@ def assert_matches(got: Path, want: Path) -> None:
 
 
 def test_rows_split_a_global_batch_and_complete_it_with_one_token_rows():
-    ids = torch.arange(15).reshape(5, 3)
+    ids = torch.arange(15, dtype=torch.int32).reshape(5, 3)  # the completion keeps the batch's dtypes
     mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]])
     batch = Batch(ids, mask)
     parts = [Ranks(r, 2, torch.device("cpu")).rows(batch, pad_id=99) for r in (0, 1)]
@@ -110,6 +110,7 @@ def test_rows_split_a_global_batch_and_complete_it_with_one_token_rows():
     assert torch.equal(parts[1].input_ids[-1], torch.tensor([99, 99, 99]))
     assert parts[1].attention_mask[-1].tolist() == [1, 0, 0]  # one token: no loss position
     assert sum(p.tokens for p in parts) == batch.tokens + 1
+    assert all((p.input_ids.dtype, p.attention_mask.dtype) == (ids.dtype, mask.dtype) for p in parts)  # completed too
     one = Ranks(0, 1, torch.device("cpu")).rows(batch, pad_id=99)
     assert torch.equal(one.input_ids, ids) and torch.equal(one.attention_mask, mask)
 

@@ -397,6 +397,59 @@ def test_an_os_error_inside_dcp_save_is_a_retryable_state_not_saved(tmp_path, mo
 PREEMPTED_RUNS = ["post-grow", "post-freeze", "post-grow-reset", "post-joint-longer"]
 
 
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP in one process, no group
+def test_a_state_at_or_before_an_update_loads_with_its_weights(tmp_path):
+    """States of updates 2, 4 and 6: the newest at update 5 or before is 4's, weights and progress; at 4, 4's;
+    before 2, none."""
+    import torch
+
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.resume import ResumeStore
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    store = ResumeStore(tmp_path, {"phase": "p"}, Ranks(0, 1, torch.device("cpu")), keep=3)
+    weights = {}
+    for step in (2, 4, 6):
+        with torch.no_grad():
+            model.weight.add_(1.0)
+        weights[step] = model.weight.detach().clone()
+        store.save(step, model, optimizer, {"update": step})
+    for at_most, step in ((5, 4), (4, 4), (6, 6), (None, 6)):
+        assert store.load_latest(model, optimizer, at_most=at_most) == {"update": step}, at_most
+        assert torch.equal(model.weight, weights[step]), at_most
+    assert store.load_latest(model, optimizer, at_most=1) is None
+    store.save(10, model, optimizer, {"update": 10})  # newest by its update, not by its name ("state-10" < "state-6")
+    assert store.latest_step() == 10
+
+
+def test_a_store_joins_its_ranks_own_hashes_and_none_when_a_rank_cannot_read(tmp_path, monkeypatch):
+    """Rank 1 of 2 hashes shards 1 and 3 and takes rank 0's part from the collective; a rank whose read failed
+    (its own or a peer's) makes the state unverifiable on every rank, not a crash."""
+    import torch
+
+    from normgrow.train import resume
+    from normgrow.train.distributed import Ranks
+
+    for name in ("__0_0.distcp", "__1_0.distcp", "__3_0.distcp", ".metadata"):
+        (tmp_path / name).write_bytes(name.encode())
+    store = resume.ResumeStore(tmp_path / "store", {"phase": "p"}, Ranks(1, 2, torch.device("cpu")))
+    peer: dict = {"part": {"__0_0.distcp": "0", ".metadata": "m"}}
+    monkeypatch.setattr(Ranks, "gather", lambda self, value: [peer["part"], value])
+    own = resume.file_hashes(tmp_path, 1, 2)
+    assert set(own) == {"__1_0.distcp", "__3_0.distcp"}
+    assert store._hashes(tmp_path) == {"__0_0.distcp": "0", ".metadata": "m", **own}
+    peer["part"] = None
+    assert store._hashes(tmp_path) is None
+
+    def unreadable(*args):
+        raise OSError("input/output error")
+
+    peer["part"] = {}
+    monkeypatch.setattr(resume, "file_hashes", unreadable)
+    assert store._hashes(tmp_path) is None
+
 @pytest.mark.slow
 def test_workflow_with_every_phase_preempted_once_matches_the_uninterrupted_run(ci_workdir, tmp_path):
     """The CI workflow's runs of every curriculum kind with SIGTERM at update 5 of every phase: each

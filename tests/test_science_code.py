@@ -167,3 +167,9 @@ def test_the_report_compares_with_the_checkout_and_the_installed_software(tmp_pa
     found = report_provenance(data, versions, phases, "d" * 16, config)
     assert found["current code"] == {**CURRENT, "digest": "d" * 16}
     assert "d" * 16 in found["code warning"] and CURRENT["digest"] in found["code warning"]
+
+
+def test_only_the_docstring_leaves_the_code_the_statement_after_it_stays():
+    source = ('"""Module."""\nLIMIT = 8\n\n\ndef f():\n    """Doc."""\n    return LIMIT\n\n\n'
+              'def g():\n    """Only a docstring."""\n')
+    assert science_code.code_only(source) == "LIMIT = 8\n\ndef f():\n    return LIMIT\n\ndef g():\n    pass"
