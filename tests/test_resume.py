@@ -482,3 +482,45 @@ def test_workflow_with_every_phase_preempted_once_matches_the_uninterrupted_run(
         assert len(got) == len(want) > 0, name
         pd.testing.assert_frame_equal(got.drop(columns=["wall_seconds"], errors="ignore"),
                                       want.drop(columns=["wall_seconds"], errors="ignore"))
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP in one process, no group
+def test_a_state_saved_again_at_the_same_update_is_hashed_again(tmp_path):
+    """A job that found its state 4 damaged (and remembered so) and trains past update 4 again saves a
+    good state 4: the store verifies the new files, not its memory of the old ones."""
+    import torch
+
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.resume import ResumeStore
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    store = ResumeStore(tmp_path, {"phase": "p"}, Ranks(0, 1, torch.device("cpu")))
+    store.save(4, model, optimizer, {"update": 4})
+    next((tmp_path / "state-4").glob("*.distcp")).write_bytes(b"")
+    with pytest.raises(Exception, match="checksum mismatch"):
+        store.latest_step()
+    store.save(4, model, optimizer, {"update": 4})
+    assert store.latest_step() == 4
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP in one process, no group
+def test_clearing_a_finished_phase_removes_its_states_and_the_empty_directory(tmp_path):
+    """After the phase has finished, its states and manifests go, and the resume directory with them once
+    empty; a file of something else keeps the directory."""
+    import torch
+
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.resume import ResumeStore
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for directory, other in ((tmp_path / "a", None), (tmp_path / "b", "notes.txt")):
+        store = ResumeStore(directory, {"phase": "p"}, Ranks(0, 1, torch.device("cpu")), keep=2)
+        for step in (2, 4):
+            store.save(step, model, optimizer, {"update": step})
+        if other:
+            (directory / other).write_text("kept")
+        store.clear()
+    assert not (tmp_path / "a").exists()
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["notes.txt"]
