@@ -159,7 +159,7 @@ def test_a_phase_past_its_time_limit_resumes_to_the_uninterrupted_result(slurm_r
     sbatch_logs = re.findall(r"has been submitted with SLURM jobid \d+ \(log: (\S+)\)\.", rerun.stdout)
     stopped = [log for log in sbatch_logs if "returned non-zero exit status 143" in Path(log).read_text()]
     assert stopped, rerun.stdout[-5000:]
-    log = (workdir / "logs" / "train" / f"{key}.log").read_text()
+    log = next((workdir / "logs" / "train").glob(f"*_{key}.log")).read_text()
     # the last attempt's log: it resumed, or restored the outputs of a restart that finished the phase
     # just before the kill at the limit (the job then counts as TIMEOUT: normgrow.train.attempts)
     assert "resumed from the state at update" in log or "restored the outputs" in log, log[-3000:]

@@ -680,7 +680,7 @@ def test_a_phase_job_with_two_ranks_launches_torchrun_and_matches_one_process(ci
                      "--cores", "2", "--", f"{phase}/state.json")
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "1 of 1 steps (100%) done" in proc.stdout  # only the phase ran
-    log = (tmp_path / "logs" / "train" / f"{key}.log").read_text()
+    log = next((tmp_path / "logs" / "train").glob(f"*_{key}.log")).read_text()
     assert "torch.distributed.run --standalone --nproc_per_node=2" in log
     assert yaml.safe_load((tmp_path / phase / "state.json").read_text())["ranks"] == 2
     for table in ("train.csv", "eval.csv"):
