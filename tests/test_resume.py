@@ -524,3 +524,22 @@ def test_clearing_a_finished_phase_removes_its_states_and_the_empty_directory(tm
         store.clear()
     assert not (tmp_path / "a").exists()
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP in one process, no group
+def test_an_unreadable_manifest_does_not_count_among_the_states_kept(tmp_path):
+    """keep = 2 with state 4's manifest unreadable: saving state 6 keeps state 2, the newest readable one
+    before it, instead of counting the unreadable manifest as one of the two."""
+    import torch
+
+    from normgrow.train.distributed import Ranks
+    from normgrow.train.resume import ResumeStore
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    store = ResumeStore(tmp_path, {"phase": "p"}, Ranks(0, 1, torch.device("cpu")), keep=2)
+    for step in (2, 4):
+        store.save(step, model, optimizer, {"update": step})
+    (tmp_path / "state-4.json").write_text("{not json")
+    store.save(6, model, optimizer, {"update": 6})
+    assert (tmp_path / "state-2.json").is_file() and (tmp_path / "state-2").is_dir()
