@@ -1,6 +1,6 @@
 """The checks that need a GPU, in one run sized for 9 minutes on one H100 (80 GB).
 
-    python benchmarks/gpu_check.py [--dry] [--out DIR] [--only STEP ...]
+    python tools/gpu_check.py [--dry] [--out DIR] [--only STEP ...]
 
 Steps, each in its own process under its own time limit; the expected times on an H100 are
 ESTIMATES (no GPU has run this script yet), the limits are what the script enforces:
