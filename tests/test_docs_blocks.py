@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -158,3 +159,19 @@ def test_the_suite_time_alternates_the_commits_and_divides_by_the_first():
     table = suite.table_of({(0, "a"): 400, (0, "b"): 200, (1, "a"): 61, (1, "b"): 122}, ["ci", "fast"], ["a", "b"])
     assert table.splitlines()[2:] == ["| `ci` | 6 min 40 s | 3 min 20 s | 0.50 |",
                                       "| `fast` | 1 min 01 s | 2 min 02 s | 2.00 |"]
+
+
+def test_a_regenerator_writes_its_block_or_only_keeps_a_runs_files(tmp_path, capsys):
+    """tools/kept_results.py, the regenerators' command line: `--write DOC` puts the rendered block into DOC;
+    `--keep RUN` copies the run's files and renders nothing."""
+    import kept_results
+
+    doc = tmp_path / "miniature.md"
+    marker = "<!-- written by: python tools/formation.py --write docs/miniature.md -->"
+    doc.write_text(f"{marker}\n\nold\n\n{docs_block.END}\n")
+    parser = kept_results.parser("The study's block.\n", "study", REPO / "docs" / "results" / "formation")
+    kept = []
+    kept_results.main(parser, "/anywhere/tools/formation.py", kept.append, lambda args: "new", ["--write", str(doc)])
+    assert doc.read_text().splitlines()[2] == "new" and not kept
+    kept_results.main(parser, "/anywhere/tools/formation.py", kept.append, lambda args: "never", ["--keep", "run"])
+    assert kept == [Path("run")] and "never" not in doc.read_text() + capsys.readouterr().out
