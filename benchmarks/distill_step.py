@@ -52,7 +52,7 @@ or on a GPU the dense bf16 peak of the card, known for H100, H200 and A100.
 
 With `--write DOC` it also writes a Markdown table (per shape: the full step, compiled if measured,
 and KD + CE alone, naive against ours, with the ratios) into DOC's block marked with this command
-(benchmarks/docs_block.py), under a line naming the command, the device (GPU, or CPU cores), torch's
+(tools/docs_block.py), under a line naming the command, the device (GPU, or CPU cores), torch's
 version, the date, the load average at the start, the wall time and the largest process's memory:
 
     python benchmarks/distill_step.py --shapes embedded --reps 10 --write docs/performance.md
@@ -70,9 +70,10 @@ import sys
 import time
 from pathlib import Path
 
-import docs_block
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))  # the helpers the benchmarks share with the tools
+import docs_block  # noqa: E402
+
 VARIANTS = ["naive", "ours", "ours-compiled", "ours-padding-free", "ours-flex", "loss-naive", "loss-ours",
             "eval-before", "eval-ours"]
 PEAK_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}  # dense bf16 per GPU (NVIDIA datasheets)

@@ -9,7 +9,7 @@ Shapes: `embedded` is config.yaml's (the teacher it pretrains: Qwen3, `teacher.p
 `tokenizer.vocab_size` tokens; its K × L student); `mid` is configs/mid.yaml's (the Qwen3-0.6B-Base
 teacher of configs/teachers/qwen3-0.6b-base, a 3 × 3 student). Every block is active, as after a
 run's last phase. The tokenizer is a small byte-level BPE (its files are a few kB of the directory).
-With `--write DOC` the table goes into DOC's block marked with this command (benchmarks/docs_block.py).
+With `--write DOC` the table goes into DOC's block marked with this command (tools/docs_block.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import docs_block
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))  # the helpers the benchmarks share with the tools
+import docs_block  # noqa: E402
+
 SHAPES = {"embedded": ([], None), "mid": (["configs/mid.yaml"], "configs/teachers/qwen3-0.6b-base")}
 HEADER = ["| shape | student (K × L) | placement | parameters | export | model.safetensors | load |",
           "|---|---|---|---|---|---|---|"]

@@ -6,7 +6,7 @@
 It runs the workflow twice from scratch, each in a fresh working directory on this checkout: every
 phase alone (group size 1), then phases that read one batch stream in groups of at most
 `--group-size`; it prints, for each, the wall time and the summed CPU time of every job (the
-Snakemake benchmark files of logs/benchmarks, as benchmarks/run_time.py reads them) and of the
+Snakemake benchmark files of logs/benchmarks, as tools/run_time.py reads them) and of the
 training jobs alone, with the ratios grouped / alone; and checks that every phase's outputs
 (weights, train.csv, eval.csv, state.json less its wall time) and, for `results/paper`, every table
 are byte-identical between the two. `--phases-only` stops at the trained phases (no diagnostics,
@@ -22,7 +22,7 @@ dense bf16 peak: only the ratio is a measurement of the DAG.
 `--alone DIR` takes a finished alone run's directory (phases alone, the
 same configuration) instead of running it; its wall time is the one its Snakemake log reports.
 
-With `--write DOC` the results go into DOC's block marked with this command (benchmarks/docs_block.py).
+With `--write DOC` the results go into DOC's block marked with this command (tools/docs_block.py).
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import docs_block
-import run_time
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))  # the helpers the benchmarks share with the tools
+import docs_block  # noqa: E402
+import run_time  # noqa: E402
+
 sys.path.insert(0, str(REPO / "src"))
 from normgrow.cluster.budget import H100_BF16_TFLOPS  # noqa: E402
 

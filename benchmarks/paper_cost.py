@@ -38,7 +38,7 @@ DIR` it also counts the same three ways on a finished run's own training documen
 (`DIR/results/data/tokens/train`, their logged lengths) at that run's micro-batch (config.yaml and
 any `--configfile`).
 
-With `--write DOC` the results go into DOC's block marked with this command (benchmarks/docs_block.py).
+With `--write DOC` the results go into DOC's block marked with this command (tools/docs_block.py).
 """
 
 from __future__ import annotations
@@ -47,10 +47,12 @@ import argparse
 import sys
 from pathlib import Path
 
-import docs_block
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))  # the helpers the benchmarks share with the tools
+import docs_block  # noqa: E402
+
 sys.path.insert(0, str(REPO / "src"))
 from normgrow.cluster.budget import (  # noqa: E402  (the counts: one module, the plan command's budget too)
     H100_BF16_TFLOPS,

@@ -6,7 +6,7 @@ training step (normgrow.cluster.trace) and the plan's total (normgrow.cluster.pl
     python benchmarks/trace_vs_plan.py configs/mid.yaml configs/teachers/qwen3-0.6b-base
 
 It prints the table row by row. With `--write DOC` it also writes, into DOC's block marked with
-this command (benchmarks/docs_block.py), a summary (plan ÷ trace per checkpointing setting) and the
+this command (tools/docs_block.py), a summary (plan ÷ trace per checkpointing setting) and the
 table, under a line naming the command, torch's and transformers' versions and the date. The trace
 runs on fake tensors: its numbers depend on the code and the library versions, not on the machine
 or its load.
@@ -18,9 +18,10 @@ import argparse
 import sys
 from pathlib import Path
 
-import docs_block
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))  # the helpers the benchmarks share with the tools
+import docs_block  # noqa: E402
+
 SHAPES = [(8, 1), (8, 2), (8, 4), (8, 8), (8, 16), (1, 1), (1, 4)]
 HEADER = ["| checkpointing | GPUs | documents per rank | traced peak (GB) | plan (GB) | plan ÷ trace |",
           "|---|---|---|---|---|---|"]

@@ -15,7 +15,6 @@ from normgrow.train.data import collate
 
 
 def load_benchmark():
-    sys.path.insert(0, str(REPO / "benchmarks"))  # as when run as a script: its helper docs_block beside it
     spec = importlib.util.spec_from_file_location("distill_step", REPO / "benchmarks" / "distill_step.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -155,17 +155,17 @@ def test_the_confirmation_reads_each_teacher_apart_and_pools_them():
 
 def test_the_readme_and_miniature_blocks_are_what_the_kept_results_give():
     """Every number of the comparison in README.md and docs/miniature.md is regenerated from the result files
-    kept in docs/results/comparison by benchmarks/comparison.py (the command each block names)."""
+    kept in docs/results/comparison by tools/comparison.py (the command each block names)."""
     import sys
 
     from conftest import REPO
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO / "tools"))
     import comparison as command
     import docs_block
 
     for part, doc in (("summary", REPO / "docs" / "miniature.md"), ("tables", REPO / "docs" / "miniature.md")):
         text = doc.read_text()
-        _, start, end = docs_block.find(text, f"python benchmarks/comparison.py --part {part}", str(doc))
+        _, start, end = docs_block.find(text, f"python tools/comparison.py --part {part}", str(doc))
         assert text[start:end].strip() == command.render(part).strip(), f"{doc.name}: rerun the block's command"
 
 

@@ -167,8 +167,8 @@ def test_the_control_configs_train_the_fresh_seeds_under_each_teacher_with_the_c
 
 def test_the_readme_and_miniature_blocks_are_what_the_kept_control_gives():
     """Every number of the control in docs/miniature.md is regenerated from docs/results/control by
-    benchmarks/control.py (the command each block names); every kept row names its commit, code and teacher."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    tools/control.py (the command each block names); every kept row names its commit, code and teacher."""
+    sys.path.insert(0, str(REPO / "tools"))
     import control as command
     import docs_block
 
@@ -176,5 +176,5 @@ def test_the_readme_and_miniature_blocks_are_what_the_kept_control_gives():
     assert rows[["commit", "code_digest", "teacher_ce"]].notna().all().all()
     for doc, part in ((REPO / "docs" / "miniature.md", "summary"), (REPO / "docs" / "miniature.md", "tables")):
         text = doc.read_text()
-        _, start, end = docs_block.find(text, f"python benchmarks/control.py --part {part}", str(doc))
+        _, start, end = docs_block.find(text, f"python tools/control.py --part {part}", str(doc))
         assert text[start:end].strip() == command.render(part).strip(), f"{doc.name}: rerun the block's command"

@@ -1,18 +1,19 @@
-"""Result tables in the docs are written by the benchmark commands they name (benchmarks/docs_block.py):
-a block is replaced between its markers only, rewriting it is idempotent, a missing, duplicated or
-unterminated block is refused with the file and the marker named, and every block in docs/*.md
-names a benchmark under benchmarks/ that has `--write` and writes into that very file."""
+"""Result tables in the docs are written by the commands they name (tools/docs_block.py): a block is
+replaced between its markers only, rewriting it is idempotent, a missing, duplicated or unterminated
+block is refused with the file and the marker named, and every block in docs/*.md names a benchmark
+(benchmarks/) or a tool (tools/) that has `--write` and writes into that very file."""
 
 from __future__ import annotations
 
 import importlib.util
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO
 
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "tools"))
 import docs_block  # noqa: E402
 
 COMMAND = "python benchmarks/trace_vs_plan.py configs/mid.yaml configs/teachers/qwen3-0.6b-base"
@@ -42,8 +43,8 @@ After.
 """
 
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+def load(name: str, folder: str = "benchmarks"):
+    spec = importlib.util.spec_from_file_location(name, REPO / folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -107,10 +108,12 @@ def test_every_block_in_the_docs_names_the_benchmark_command_that_writes_it():
     assert {"performance.md", "cluster.md"} <= {doc for doc, _ in found}
     for doc, command in found:
         words = shlex.split(command)
-        assert words[:1] == ["python"] and words[1].startswith("benchmarks/"), (doc, command)
+        assert words[:1] == ["python"] and words[1].split("/")[0] in ("benchmarks", "tools"), (doc, command)
         script = REPO / words[1]
         assert script.is_file(), f"{doc}: {command}: no {words[1]}"
-        assert "docs_block.add_write_option(" in script.read_text(), f"{doc}: {command}: {words[1]} has no --write"
+        text = script.read_text()
+        assert "docs_block.add_write_option(" in text or "kept_results.parser(" in text, \
+            f"{doc}: {command}: {words[1]} has no --write"
         assert words[words.index("--write") + 1] == f"docs/{doc}", f"{doc}: {command} writes elsewhere"
         docs_block.check(REPO / "docs" / doc, docs_block.invocation(words[1], words[2:]))  # run as written, finds it
     assert len({(doc, tuple(docs_block.without_write(c))) for doc, c in found}) == len(found)  # one block each
@@ -150,9 +153,25 @@ def test_the_benchmark_tables_are_built_from_the_measurements():
 
 
 def test_the_suite_time_alternates_the_commits_and_divides_by_the_first():
-    suite = load("suite_time")
+    suite = load("suite_time", "tools")
     assert suite.alternating(["ci", "fast", "fast"], ["a", "b"]) == [
         ("ci", "a"), ("ci", "b"), ("fast", "b"), ("fast", "a"), ("fast", "a"), ("fast", "b")]
     table = suite.table_of({(0, "a"): 400, (0, "b"): 200, (1, "a"): 61, (1, "b"): 122}, ["ci", "fast"], ["a", "b"])
     assert table.splitlines()[2:] == ["| `ci` | 6 min 40 s | 3 min 20 s | 0.50 |",
                                       "| `fast` | 1 min 01 s | 2 min 02 s | 2.00 |"]
+
+
+def test_a_regenerator_writes_its_block_or_only_keeps_a_runs_files(tmp_path, capsys):
+    """tools/kept_results.py, the regenerators' command line: `--write DOC` puts the rendered block into DOC;
+    `--keep RUN` copies the run's files and renders nothing."""
+    import kept_results
+
+    doc = tmp_path / "miniature.md"
+    marker = "<!-- written by: python tools/formation.py --write docs/miniature.md -->"
+    doc.write_text(f"{marker}\n\nold\n\n{docs_block.END}\n")
+    parser = kept_results.parser("The study's block.\n", "study", REPO / "docs" / "results" / "formation")
+    kept = []
+    kept_results.main(parser, "/anywhere/tools/formation.py", kept.append, lambda args: "new", ["--write", str(doc)])
+    assert doc.read_text().splitlines()[2] == "new" and not kept
+    kept_results.main(parser, "/anywhere/tools/formation.py", kept.append, lambda args: "never", ["--keep", "run"])
+    assert kept == [Path("run")] and "never" not in doc.read_text() + capsys.readouterr().out

@@ -241,14 +241,14 @@ def test_formation_study_dag_runs_every_scale_in_order(tmp_path):
 
 def test_the_miniature_block_is_what_the_kept_rows_give():
     """docs/miniature.md's formation block is regenerated from docs/results/formation/formation.csv by
-    benchmarks/formation.py (the command the block names); the kept rows say nothing formed."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    tools/formation.py (the command the block names); the kept rows say nothing formed."""
+    sys.path.insert(0, str(REPO / "tools"))
     import docs_block
     import formation as command
 
     doc = REPO / "docs" / "miniature.md"
     text = doc.read_text()
-    _, start, end = docs_block.find(text, "python benchmarks/formation.py", str(doc))
+    _, start, end = docs_block.find(text, "python tools/formation.py", str(doc))
     assert text[start:end].strip() == command.render().strip(), "rerun the block's command"
     rows = pd.read_csv(REPO / "docs" / "results" / "formation" / "formation.csv")
     assert not any(formed(r) for _, r in rows.iterrows())

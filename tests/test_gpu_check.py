@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py, the GPU check kept ready for a lent device: its steps fit 9 minutes of one
+"""tools/gpu_check.py, the GPU check kept ready for a lent device: its steps fit 9 minutes of one
 device command, their arguments are ones the tools accept, a step that fails or runs past its limit is
 reported as such, and its CPU half (`--dry`) passes here (the GPU steps themselves run only on a GPU)."""
 
@@ -7,7 +7,7 @@ import sys
 
 from conftest import REPO
 
-sys.path.insert(0, str(REPO / "benchmarks"))  # as when run as a script
+sys.path.insert(0, str(REPO / "tools"))  # as when run as a script
 import gpu_check  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def test_the_dry_run_passes_and_summarises_every_step(tmp_path):
     """`--dry` (the CPU half at tiny shapes) runs every step to a pass and writes the summary with each
     part's figures: the fused loss before and after, the step's graphs, the save's rates and the repeat's
     max |Δ loss| (0 on the CPU: its fp32 path is bit-identical)."""
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--dry", "--out",
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "gpu_check.py"), "--dry", "--out",
                              str(tmp_path)], capture_output=True, text=True, timeout=600,
                             env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stdout[-3000:]

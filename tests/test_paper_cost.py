@@ -7,7 +7,7 @@ import pytest
 from conftest import REPO
 from transformers import AutoConfig
 
-sys.path.insert(0, str(REPO / "benchmarks"))  # as when run as a script: its helpers beside it
+sys.path.insert(0, str(REPO / "benchmarks"))  # as when run as a script
 import paper_cost  # noqa: E402
 
 

@@ -3,7 +3,7 @@ this repository, each step run for both commits one after the other, the order a
 step (A B, then B A, …) so that a machine that slows or speeds up over the sitting does not favour one
 commit. Prints each run's seconds and, per step, the ratio of the second commit's time to the first's.
 
-    python benchmarks/suite_time.py BASE [HEAD] [--steps ci fast] [--workdir DIR] [--write DOC]
+    python tools/suite_time.py BASE [HEAD] [--steps ci fast] [--workdir DIR] [--write DOC]
 
 Steps: `ci` is `.ci/run` (what CI runs on a clean checkout: install, lint, both tiers; it builds the
 clone's .venv), `fast` the fast tier as the README writes it (`pytest -n auto`), `slow` the end-to-end tier
@@ -12,7 +12,7 @@ install (untimed) unless a `ci` step comes first. A step may be named more than 
 A B, then B A). Absolute times on a shared machine move by tens of per cent between sittings
 (docs/performance.md, "The test suite's time"): compare commits by the ratio of one sitting, with nothing
 else on the cores.
-With `--write DOC` the table goes into DOC's block marked with this command (benchmarks/docs_block.py).
+With `--write DOC` the table goes into DOC's block marked with this command (tools/docs_block.py).
 """
 
 from __future__ import annotations

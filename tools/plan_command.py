@@ -2,10 +2,10 @@
 GPU, GPU-hours by batch packing, wall time on a number of nodes, the critical path, disk), run as a
 user runs it.
 
-    python benchmarks/plan_command.py CONFIG [CONFIG ...] [plan options] [--write DOC]
+    python tools/plan_command.py CONFIG [CONFIG ...] [plan options] [--write DOC]
 
 Every argument but `--write DOC` goes to the plan command unchanged. With `--write DOC` its output
-goes into DOC's block marked with this command (benchmarks/docs_block.py).
+goes into DOC's block marked with this command (tools/docs_block.py).
 """
 
 from __future__ import annotations

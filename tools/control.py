@@ -3,10 +3,10 @@
 and its teacher's validation CE, and the teachers' CE, both written by the run's `control` rule), and the
 replay check: a set of kept runs trained again from the current code, compared bit for bit.
 
-    python benchmarks/control.py --keep results/comparison          # copy a finished control's files here
-    python benchmarks/control.py --part summary --write docs/miniature.md
-    python benchmarks/control.py --part tables --write docs/miniature.md
-    python benchmarks/control.py --replay A 0.01 --seeds 201         # train them again here and compare
+    python tools/control.py --keep results/comparison          # copy a finished control's files here
+    python tools/control.py --part summary --write docs/miniature.md
+    python tools/control.py --part tables --write docs/miniature.md
+    python tools/control.py --replay A 0.01 --seeds 201         # train them again here and compare
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import docs_block
+import kept_results
 import pandas as pd
 import yaml
 
@@ -28,7 +28,7 @@ KEPT = REPO / "docs" / "results" / "control"
 SELECTION = REPO / "docs" / "results" / "comparison" / "selection.json"
 TUNING = REPO / "docs" / "results" / "comparison" / "tuning.csv"
 FILES = ("per_seed.csv", "teachers.csv")
-LEAD = "`python benchmarks/control.py --part tables`, from docs/results/control:"
+LEAD = "`python tools/control.py --part tables`, from docs/results/control:"
 
 
 def keep(run: Path, kept: Path = KEPT) -> None:
@@ -85,28 +85,23 @@ def replay(teacher: str, lr: float, seeds: list[int], kept: Path = KEPT) -> pd.D
     return both[["seed", "cell", "ce_kept", "ce_now", "teacher_ce", "teacher_ce_now", "equal"]]
 
 
+def block(args: argparse.Namespace) -> str:
+    """The block of `--part`; with `--replay`, the replay's comparison instead, exiting 0 when bit-identical."""
+    if not args.replay:
+        return render(args.part)
+    result = replay(args.replay[0], float(args.replay[1]), args.seeds)
+    print(result.to_string(index=False))
+    equal = bool(len(result)) and bool(result["equal"].all())
+    print("bit-identical" if equal else "NOT bit-identical (or nothing to compare)")
+    sys.exit(0 if equal else 1)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("summary", "tables"), default="tables")
-    parser.add_argument("--keep", metavar="RUN", type=Path, help="copy a finished control's files (results/NAME) "
-                                                                  "into docs/results/control first")
+    parser = kept_results.parser(__doc__, "control", KEPT, parts=("summary", "tables"))
     parser.add_argument("--replay", nargs=2, metavar=("TEACHER", "LR"), help="train a kept set of runs again and "
                                                                              "compare bit for bit")
     parser.add_argument("--seeds", nargs="+", type=int, default=[201], help="the seeds --replay trains")
-    docs_block.add_write_option(parser, "block")
-    args = parser.parse_args()
-    command = docs_block.checked_command(parser, args, __file__, sys.argv[1:])
-    if args.keep:
-        keep(args.keep)
-        return
-    if args.replay:
-        result = replay(args.replay[0], float(args.replay[1]), args.seeds)
-        print(result.to_string(index=False))
-        equal = bool(len(result)) and bool(result["equal"].all())
-        print("bit-identical" if equal else "NOT bit-identical (or nothing to compare)")
-        sys.exit(0 if equal else 1)
-    docs_block.emit(render(args.part), args.write, command)
-
+    kept_results.main(parser, __file__, keep, block)
 
 if __name__ == "__main__":
     main()

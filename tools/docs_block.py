@@ -1,4 +1,5 @@
-"""Result tables in the docs are written by the benchmark that measured them, never copied by hand.
+"""Result tables in the docs are written by the benchmark that measured them (or the tool that renders them
+from kept results), never copied by hand.
 
 A block of a Markdown file is the text between a marker that names the command writing it and an
 end marker:
@@ -7,11 +8,17 @@ end marker:
     ...the command's tables...
     <!-- end of written block -->
 
-Run with `--write FILE`, a benchmark finds the block of FILE whose marker names the command it was
+Run with `--write FILE`, a benchmark or tool finds the block of FILE whose marker names the command it was
 run with (the marker's `--write` argument aside, so the block is found in a copy of the file too)
 and replaces the text between the two markers, and nothing else. It refuses, naming the file and
 the marker, when there is no such block, when there are several, or when one lacks its end marker;
 the benchmarks check this before they measure (`check`), so a typo costs no run.
+
+Not cog (PyPI `cogapp`), whose markers hold the generator's code: cog runs every generator whenever it
+rewrites or checks a file (`cog -r`, `cog --check`), and most blocks here are measurements (a GPU's step,
+the workflow run twice) that must run only when asked for, one command at a time. The blocks rendered from
+kept results (tools/comparison.py, control.py, formation.py) are checked current by their tests, which is
+what `cog --check` would do for them.
 """
 
 from __future__ import annotations
@@ -49,14 +56,15 @@ def _strip_write(words: list[str]) -> list[str]:
 
 
 def invocation(script: str, argv: list[str]) -> str:
-    """The command a benchmark was run with, as the docs write it (from the repository root, without
-    `--write FILE`): `python benchmarks/NAME.py ARGS`."""
-    return shlex.join(["python", f"benchmarks/{Path(script).name}", *_strip_write(argv)])
+    """The command a benchmark or tool was run with, as the docs write it (from the repository root, without
+    `--write FILE`): `python benchmarks/NAME.py ARGS` or `python tools/NAME.py ARGS`."""
+    path = Path(script)
+    return shlex.join(["python", f"{path.parent.name}/{path.name}", *_strip_write(argv)])
 
 
 def add_write_option(parser, what: str = "table") -> None:
     parser.add_argument("--write", metavar="DOC", help=f"also write the {what} into DOC's block marked with this "
-                                                       "command (see benchmarks/docs_block.py)")
+                                                       "command (see tools/docs_block.py)")
 
 
 def checked_command(parser, args, script: str, argv: list[str]) -> str | None:

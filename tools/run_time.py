@@ -2,7 +2,7 @@
 time, from the Snakemake benchmark files every rule writes (`benchmark:` → logs/benchmarks/RULE/*.tsv
 under the run's directory), and the run's own wall time from its newest Snakemake log.
 
-    python benchmarks/run_time.py RUN_DIR
+    python tools/run_time.py RUN_DIR
 
 RUN_DIR is the directory Snakemake ran in (the repository root for the README's first command).
 """

@@ -1,6 +1,6 @@
 """The checks that need a GPU, in one run sized for 9 minutes on one H100 (80 GB).
 
-    python benchmarks/gpu_check.py [--dry] [--out DIR] [--only STEP ...]
+    python tools/gpu_check.py [--dry] [--out DIR] [--only STEP ...]
 
 Steps, each in its own process under its own time limit; the expected times on an H100 are
 ESTIMATES (no GPU has run this script yet), the limits are what the script enforces:
@@ -50,6 +50,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))  # distill_step: the cards' peaks the summary divides by
 STEPS = ("tests", "fused-loss", "step", "save", "repeat")
 PAPER_LOSS = (8192, 4096, 151936)  # N positions (one rank's 8 documents of ≤ 8,192 tokens), H, V
 LOSS_CHUNK = 1024  # configs/paper.yaml's train.loss_chunk
