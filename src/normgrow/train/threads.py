@@ -6,7 +6,7 @@ holds one of the cores (a laptop, a test run, a second job), the thread that wai
 time slices the thread it waits for needs, and a 2-thread job slows down far more than its fair
 share (docs/performance.md has the measured slowdowns). With a short spin the waiting thread yields its core
 and the slowdown stays near the share the other process takes, for a small cost on idle cores;
-benchmarks/contention.py measures both settings in one run (docs/performance.md).
+both settings were measured in one run (docs/record.md, OpenMP's spin beside other work).
 
 Importing this module sets `GOMP_SPINCOUNT` to `SPIN_COUNT` in the environment, unless the user
 set it. libgomp reads it once, when torch is loaded, so the Snakefile (whose jobs inherit its
