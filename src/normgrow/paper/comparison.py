@@ -11,14 +11,15 @@ every run of it).
      an end of the grid is flagged (`Selection.at_edge`), never followed by widening the grid;
    - the shared setting (the paper's protocol: one LR for all four cells, where the placements tie
      under joint training): the LR whose Δ_joint interval lies nearest to parity, the smallest
-     `parity_bound` (ties: the lower LR) — the quantity the one parity rule
-     (normgrow.paper.claims.parity) compares with the margin. Whether parity holds there is judged
-     on the fresh seeds.
+     `parity_bound` — the quantity the one parity rule (normgrow.paper.claims.parity) compares with the
+     margin — by the calibration's rule (normgrow.paper.claims.nearest_parity; ties: the lower mean CE of
+     pre- and post-norm joint, then the lower LR; the protocol broke ties by the lower LR alone, and the kept
+     tuning has none). Whether parity holds there is judged on the fresh seeds.
 3. Confirmation. Every cell trains at its own LR and at the shared LR on the fresh seeds (never used by
-   any selection), under every teacher (`Selection.plan`). Δ_joint = CE(post-joint) − CE(pre-joint),
-   Δ_grow = CE(post-grow) − CE(pre-grow) and the interaction Δ_grow − Δ_joint are formed per seed (the
-   four cells of a seed share its initialisation and document order: paired), summarised per teacher
-   by a 95% Student-t interval over the seeds.
+   any selection), under every teacher (`Selection.plan`). Δ_joint, Δ_grow and the interaction
+   Δ_grow − Δ_joint (normgrow.paper.stats.effects) are formed per seed (the four cells of a seed share its
+   initialisation and document order: paired), summarised per teacher by a 95% Student-t interval over the
+   seeds.
 4. Per teacher first: each teacher's estimates and verdicts are the primary result. Pooled over the two
    teachers (`conditional_pool`): the fixed-effect (inverse-variance) mean with a Student-t interval at the
    pooled degrees of freedom Σ(n − 1) — conditional on these two teachers, never a claim over teachers: two
@@ -47,13 +48,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from normgrow.paper.claims import covers, direction_verdict, parity, parity_bound
+from normgrow.paper.claims import covers, direction_verdict, nearest_parity, parity, parity_bound
 from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.results import final_phases
 from normgrow.paper.roles import by_role
-from normgrow.paper.stats import mean_ci, parity_power, power_mean, seeds_for_power, t975
-from normgrow.paper.study import EFFECTS, LABELS
+from normgrow.paper.stats import EFFECTS, LABELS, effects, mean_ci, parity_power, power_mean, seeds_for_power, t975
 
 CELLS = ("pre-joint", "post-joint", "pre-grow", "post-grow")
 READINGS = ("own", "shared")  # each cell at its own LR; every cell at the shared LR
@@ -64,15 +64,6 @@ def final_ce(phases: pd.DataFrame, roles: dict, lr: float) -> pd.DataFrame:
     final = final_phases(by_role(phases, roles))
     final = final[final["run"].isin(CELLS)]
     return pd.DataFrame({"lr": lr, "seed": final["seed"].astype(int), "cell": final["run"], "ce": final["ce"]})
-
-
-def effects(wide: pd.DataFrame) -> pd.DataFrame:
-    """Per seed (the index), from the four cells' final CE (columns): Δ_joint, Δ_grow, the interaction."""
-    out = pd.DataFrame(index=wide.index)
-    out["delta_joint"] = wide["post-joint"] - wide["pre-joint"]
-    out["delta_grow"] = wide["post-grow"] - wide["pre-grow"]
-    out["interaction"] = out["delta_grow"] - out["delta_joint"]
-    return out
 
 
 @dataclass(frozen=True)
@@ -124,7 +115,7 @@ def select(tuning: pd.DataFrame) -> Selection:
     (columns lr, seed, cell, ce)."""
     summary = tuning_summary(tuning)  # sorted by LR: idxmin keeps the lower LR on ties
     own = {cell: float(summary[cell].idxmin()) for cell in CELLS}
-    return Selection(tuple(float(lr) for lr in summary.index), own, float(summary["parity_bound"].idxmin()))
+    return Selection(tuple(float(lr) for lr in summary.index), own, float(nearest_parity(summary)))
 
 
 def reading(confirm: pd.DataFrame, lrs: dict[str, float]) -> pd.DataFrame:

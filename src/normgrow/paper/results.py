@@ -177,6 +177,11 @@ class Results:
     def final_metric(self, run: str, metric: str = "ce") -> pd.Series:
         return self.final[self.final["run"] == run].set_index("seed")[metric].sort_index()
 
+    def final_ce(self) -> dict[str, pd.Series]:
+        """Every run's final validation CE per seed (`final_metric`), by run: what the placement effects are
+        formed from (normgrow.paper.stats.effects)."""
+        return {run: self.final_metric(run) for run in dict.fromkeys(self.final["run"])}
+
     def first_update_ce(self, run: str) -> pd.Series:
         """The run's training CE at its first update (its phase 0's, per seed, NaNs dropped); empty for
         phases collected before it was recorded."""
@@ -187,3 +192,7 @@ class Results:
     def phase_metric(self, run: str, phase: int, metric: str = "ce") -> pd.Series:
         rows = self.phases[(self.phases["run"] == run) & (self.phases["phase"] == phase)]
         return rows.set_index("seed")[metric].sort_index()
+
+    def phase_ce(self, phase: int) -> dict[str, pd.Series]:
+        """Every run's validation CE per seed after its phase `phase` (`phase_metric`), by run."""
+        return {run: self.phase_metric(run, phase) for run in dict.fromkeys(self.phases["run"])}
