@@ -32,9 +32,9 @@ class RunPhase:
     data_policy: str
 
 
-def run_phases(index_paths: list[Path]) -> list[RunPhase]:
-    """Every phase of every run, from the runs' phase indexes (rule run_index), in order: a phase
-    shared by several runs appears once per run."""
+def phase_entries(index_paths: list[Path]) -> list[RunPhase]:
+    """Every phase of every run as its run sees it (RunPhase: an entry of its phases.json), from the runs' phase
+    indexes (rule run_index), in order: a phase shared by several runs appears once per run."""
     phases = []
     for path in map(Path, index_paths):
         index = json.loads(path.read_text())
@@ -43,12 +43,12 @@ def run_phases(index_paths: list[Path]) -> list[RunPhase]:
     return phases
 
 
-def collect_phases(run_phases: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collect_phases(entries: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read each phase's state.json and the eval.csv beside it. The curriculum entry (data policy,
     trainable blocks) is the run's own: a shared phase may have been trained under an equivalent
     one (`reset` at phase 0 is `continue`)."""
     eval_frames, phase_rows = [], []
-    for entry in run_phases:
+    for entry in entries:
         record = PhaseRecord.read(entry.folder / PHASE_FILES["state"])
         key = {"run": entry.run, "seed": entry.seed, "phase": entry.phase}
         evals = pd.read_csv(entry.folder / PHASE_FILES["eval"])
