@@ -32,7 +32,6 @@ LRS = {f"{lr:g}": float(lr) for lr in C["lrs"]}
 # selection is made from it by the same rule instead of training the tuning again, so that the
 # confirmation can be rerun alone (more seeds, a lost run, another machine). A relative path is the repository's.
 KEPT_TUNING = C.get("tuning") and os.path.normpath(os.path.join(workflow.basedir, "..", C["tuning"]))
-WORKFLOW = os.path.join(workflow.basedir, "..", "Snakefile")
 with open(os.path.join(workflow.basedir, "..", "config.yaml")) as f:
     ROLES = run_roles(yaml.safe_load(f))  # the runs' names are the embedded default's
 
@@ -134,21 +133,18 @@ rule teacher_config:
         write_yaml(output[0], params.overrides)
 
 
-# A teacher: the workflow's own pretraining (with its tokenizer) in OUT/teachers/{teacher}/, copied out.
+# A teacher: the workflow's own pretraining (with its tokenizer) in OUT/teachers/{teacher}/, copied out
+# (rules/nested.smk).
 rule teacher:
     input:
-        f"{OUT}/teachers/{{teacher}}/config.yaml",
+        config=f"{OUT}/teachers/{{teacher}}/config.yaml",
     output:
-        directory(f"{OUT}/teachers/{{teacher}}.model"),
-    params:
-        nested=lambda wildcards: nested_options(),
-    threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
+        model=directory(f"{OUT}/teachers/{{teacher}}.model"),
+    threads: nested_threads
     log:
         f"logs/{C['name']}/teacher-{{teacher}}.log",
     shell:
-        "snakemake -s {WORKFLOW} --directory {OUT}/teachers/{wildcards.teacher} --cores {threads} {params.nested} "
-        "--configfile $PWD/{input} -- results/teacher/model > {log} 2>&1 && "
-        "cp -r {OUT}/teachers/{wildcards.teacher}/results/teacher/model {output}"
+        nested_teacher(f"{OUT}/teachers/{{wildcards.teacher}}")
 
 
 rule tuning_config:
@@ -213,8 +209,7 @@ rule control:
         "scripts/control.py"
 
 
-# One set of runs: the whole workflow in OUT/{where}/ (its own metadata and resume states, so that a rerun
-# resumes there); the outputs are copies, so that Snakemake never deletes the nested workflow's own.
+# One set of runs: the whole workflow in OUT/{where}/, its outputs copied out (rules/nested.smk).
 rule runs:
     input:
         config=f"{OUT}/{{where}}/config.yaml",
@@ -222,13 +217,9 @@ rule runs:
     output:
         phases=f"{OUT}/{{where}}.phases.csv",
         check=f"{OUT}/{{where}}.check.json",
-    params:
-        nested=lambda wildcards: nested_options(),
-    threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
+    threads: nested_threads
     log:
         f"logs/{C['name']}/{{where}}.log",
     shell:
-        "snakemake -s {WORKFLOW} --directory {OUT}/{wildcards.where} --cores {threads} {params.nested} "
-        "--configfile $PWD/{input.config} -- results/metrics/phases.csv results/teacher/check.json > {log} 2>&1 && "
-        "cp {OUT}/{wildcards.where}/results/metrics/phases.csv {output.phases} && "
-        "cp {OUT}/{wildcards.where}/results/teacher/check.json {output.check}"
+        nested_run(f"{OUT}/{{wildcards.where}}", ["results/metrics/phases.csv", "results/teacher/check.json"],
+                   {"phases": "results/metrics/phases.csv", "check": "results/teacher/check.json"})
