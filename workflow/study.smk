@@ -112,8 +112,7 @@ rule overrides:
         overrides=lambda wildcards: (PLAN.common if wildcards.name == "teacher"
                                      else PLAN.scale_overrides(wildcards.name)),
     run:
-        with open(output[0], "w") as f:
-            yaml.safe_dump(params.overrides, f, sort_keys=False)
+        write_overrides(output[0], params.overrides)
 
 
 # One scale: the whole workflow in OUT/{scale}/, its outputs copied out (rules/nested.smk).

@@ -5,6 +5,8 @@ import functools
 import os
 import sys
 
+import yaml
+
 from snakemake.cli import get_argument_parser
 from snakemake.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
@@ -39,6 +41,13 @@ def refuse_cluster_without_profile():
         raise WorkflowError(f"this workflow runs under the {executor.cli_prefix} executor without a profile: its "
                             "nested workflows (a study's scales, the comparison's runs) would train on this host. "
                             "Start it with --profile (e.g. --profile slurm), which the nested workflows then use too")
+
+
+def write_overrides(path, overrides):
+    """The overrides of the embedded default a nested workflow runs with, as the YAML file it reads
+    (--configfile, nested_run), in the order given."""
+    with open(path, "w") as f:
+        yaml.safe_dump(overrides, f, sort_keys=False)
 
 
 def nested_threads(wildcards):

@@ -41,13 +41,16 @@ No selection, seed, teacher or margin changed.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from normgrow.design.config import merge
 from normgrow.paper.claims import covers, direction_verdict, nearest_parity, parity, parity_bound
 from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.reference import paper_reference
@@ -96,6 +99,63 @@ class Selection:
     def read(cls, path: Path) -> Selection:
         data = json.loads(Path(path).read_text())
         return cls(tuple(data["grid"]), {c: float(data["own"][c]) for c in CELLS}, float(data["shared"]))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where workflow/comparison.smk runs each set of runs, a nested workflow, and the overrides of the embedded
+    default it runs with, from configs/comparison.yaml's `comparison` (`config`): the tuning in
+    results/{name}/tuning/lr{LR}/, a confirmation's and a control's in results/{name}/{confirm,control}/{teacher}/
+    lr{LR}/, each teacher's pretraining in results/{name}/teachers/{teacher}/."""
+
+    config: dict
+
+    @property
+    def out(self) -> str:
+        return f"results/{self.config['name']}"
+
+    @property
+    def teachers(self) -> list[str]:
+        return list(self.config["teachers"])
+
+    @property
+    def lrs(self) -> dict[str, float]:
+        """The LR grid by its name in the paths (`f"{lr:g}"`)."""
+        return {f"{lr:g}": float(lr) for lr in self.config["lrs"]}
+
+    def teacher_model(self, teacher: str) -> str:
+        return f"{self.out}/teachers/{teacher}.model"
+
+    def teacher_overrides(self, teacher: str) -> dict:
+        """A teacher's pretraining: the common overrides, its pretraining seed."""
+        return merge(copy.deepcopy(self.config.get("common", {})),
+                     {"teacher": {"pretrain": {"seed": self.config["teachers"][teacher]}}})
+
+    def run_teacher(self, where: str) -> str:
+        """The teacher the set of runs in `where` (tuning/lr…, confirm/{teacher}/lr…, control/{teacher}/lr…)
+        distils from: the first for the tuning, the named one otherwise."""
+        parts = where.split("/")
+        return self.teacher_model(self.teachers[0] if parts[0] == "tuning" else parts[1])
+
+    def run_overrides(self, teacher: str, lr: str, seeds: list[int], cells: list[str]) -> dict:
+        """A set of runs: the embedded default with the common overrides, `teacher` (and its tokenizer), the
+        LR (by name), the seeds and the cells; no diagnostics."""
+        return merge(copy.deepcopy(self.config.get("common", {})),
+                     {"teacher": {"name": os.path.abspath(self.teacher_model(teacher))}, "tokenizer": {"train": False},
+                      "train": {"lr": self.lrs[lr], "warmup_fraction": self.config["warmup_fraction"]},
+                      "seeds": list(seeds), "build": list(cells), "diagnostics": {"runs": []}})
+
+    def control_overrides(self, teacher: str, lr: str, seeds: list[int], cells: list[str]) -> dict:
+        """A set of the control's runs (normgrow.paper.control): `run_overrides` with the control's curricula and
+        its runs among `cells` added."""
+        control = self.config["control"]
+        runs = {cell: control["runs"][cell] for cell in cells if cell in control["runs"]}
+        return merge(self.run_overrides(teacher, lr, seeds, cells), {"curricula": control["curricula"], "runs": runs})
+
+    def runs(self, kind: str, plan: dict[float, list[str]], suffix: str = ".phases.csv") -> list[str]:
+        """The outputs (`suffix`) of the sets of runs of `kind` (confirm, control) that `plan` trains per LR, under
+        every teacher."""
+        return [f"{self.out}/{kind}/{teacher}/lr{lr:g}{suffix}" for teacher in self.teachers for lr in plan]
 
 
 def tuning_summary(tuning: pd.DataFrame) -> pd.DataFrame:
