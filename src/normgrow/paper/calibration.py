@@ -74,7 +74,7 @@ def own_best(per_seed: pd.DataFrame, summary: pd.DataFrame) -> dict:
         return {}
     best = {run: str(kept.sort_values(run).iloc[0]["setting"]) for run in RUNS}
     at = {run: per_seed[per_seed["setting"] == best[run]].set_index("seed")[run] for run in RUNS}
-    return {**best, "delta_joint": mean_ci(at["post-joint"] - at["pre-joint"])}
+    return {**best, "delta_joint": mean_ci(delta(at, "joint"))}
 
 
 def markdown(per_seed: pd.DataFrame, summary: pd.DataFrame) -> str:

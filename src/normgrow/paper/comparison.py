@@ -56,7 +56,17 @@ from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.results import final_phases
 from normgrow.paper.roles import by_role
-from normgrow.paper.stats import EFFECTS, LABELS, effects, mean_ci, parity_power, power_mean, seeds_for_power, t975
+from normgrow.paper.stats import (
+    EFFECTS,
+    LABELS,
+    delta,
+    effects,
+    mean_ci,
+    parity_power,
+    power_mean,
+    seeds_for_power,
+    t975,
+)
 
 CELLS = ("pre-joint", "post-joint", "pre-grow", "post-grow")
 READINGS = ("own", "shared")  # each cell at its own LR; every cell at the shared LR
@@ -164,7 +174,7 @@ def tuning_summary(tuning: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for lr, group in tuning.groupby("lr"):
         wide = group.pivot(index="seed", columns="cell", values="ce")
-        mean, low, high = mean_ci(wide["post-joint"] - wide["pre-joint"])
+        mean, low, high = mean_ci(delta(wide, "joint"))
         rows.append({"lr": lr, "seeds": len(wide), **{c: wide[c].mean() for c in CELLS}, "delta_joint": mean,
                      "low": low, "high": high, "parity_bound": parity_bound(low, high)})
     return pd.DataFrame(rows).set_index("lr").sort_index()
