@@ -24,12 +24,12 @@ from normgrow.paper.comparison import (
     comparison_markdown,
     conditional_pool,
     confirmatory,
-    effects,
     reading,
     select,
     summary_markdown,
     verdict,
 )
+from normgrow.paper.stats import effects
 
 
 def tuning_frame(ce: dict[float, dict[str, list[float]]]) -> pd.DataFrame:
@@ -55,6 +55,16 @@ def test_the_shared_lr_is_the_one_whose_delta_joint_interval_lies_nearest_zero_n
     grid[0.1]["post-joint"] = [4.2, 4.2, 4.21]
     grid[0.2]["post-joint"] = [3.7, 3.7, 3.71]        # post-norm far ahead: far from parity on the other side
     assert select(tuning_frame(grid)).shared == 0.01
+
+
+def test_a_tie_in_the_parity_bound_goes_to_the_lower_mean_joint_ce_as_in_the_calibration():
+    """The shared LR by the calibration's rule (normgrow.paper.claims.nearest_parity): two LRs whose Δ_joint
+    intervals reach equally far from 0, the one where pre- and post-norm joint end lower wins, the higher LR here."""
+    grid = {lr: {cell: [4.0, 4.0, 4.0] for cell in CELLS} for lr in (0.01, 0.02, 0.04)}
+    grid[0.01]["post-joint"] = [4.5, 4.5, 4.5]
+    grid[0.02]["post-joint"], grid[0.04]["post-joint"] = [4.25, 4.25, 4.25], [3.75, 3.75, 3.75]  # both Δ 0.25
+    grid[0.04]["pre-joint"] = [3.5, 3.5, 3.5]
+    assert select(tuning_frame(grid)).shared == 0.04
 
 
 def test_the_shared_lr_is_chosen_by_the_parity_bound_not_by_the_mean_nearest_zero():

@@ -306,10 +306,10 @@ def test_every_snapshot_is_a_row_of_the_markdown_below_the_summary():
 
 
 def test_the_figure_draws_each_subject_against_updates_beside_its_threshold(tmp_path, monkeypatch):
-    import normgrow.paper.study
+    import normgrow.paper.figures
 
     figures = []
-    monkeypatch.setattr(normgrow.paper.study, "save_png_and_pdf", lambda fig, path: figures.append(fig) or [])
+    monkeypatch.setattr(normgrow.paper.figures, "save", lambda fig, path, **options: figures.append(fig) or [])
     draw(pd.concat([formation_rows("s", BUNDLE), formation_rows("t", {"teacher_snapshots": teacher_probe()})]),
          tmp_path / "f.png")
     panels = figures[0].axes

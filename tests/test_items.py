@@ -13,13 +13,14 @@ PAPER = REPO / "src" / "normgrow" / "paper"
 
 
 def saved_names() -> set[str]:
-    """Every name passed to figures.save(...) or Table(...) in the paper's code."""
+    """Every name passed to figures.save(fig, directory / NAME) or Table(NAME) in the paper's code."""
     names = set()
     for path in PAPER.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("save", "Table")
                     and node.args):
-                name = node.args[-1] if node.func.id == "save" else node.args[0]
+                name = node.args[0] if node.func.id == "Table" else node.args[-1]
+                name = name.right if isinstance(name, ast.BinOp) and isinstance(name.op, ast.Div) else name
                 if isinstance(name, ast.Constant) and isinstance(name.value, str):
                     names.add(name.value)
     return names

@@ -95,6 +95,14 @@ def test_study_verdicts_follow_the_seed_interval(shift, verdict):
     assert summary.loc["delta_grow", "verdict"] == verdict
 
 
+@pytest.mark.parametrize("seeds,verdict", [((1, 2), "inconclusive"), ((1, 2, 3), "agrees")])
+def test_a_studys_delta_joint_is_judged_by_the_one_parity_rule_seeds_included(seeds, verdict):
+    """Δ_joint ≈ 0 by the report's parity rule (normgrow.paper.claims.parity): two seeds tied to the digit cannot
+    show parity, three can."""
+    per_seed = seed_effects(phases(0.0, seeds), ROLES).assign(scale="s", student_parameters=1)
+    assert scale_effects(per_seed).set_index("effect").loc["delta_joint", "verdict"] == verdict
+
+
 @pytest.mark.parametrize("study,scales", [(None, ("study", "h64", "h96", "h128")),
                                           ("ladder.yaml", ("ladder", "tpp0.1", "tpp0.3", "tpp1", "tpp2"))])
 def test_study_dag_runs_every_scale(tmp_path, study, scales):

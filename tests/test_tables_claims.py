@@ -419,7 +419,7 @@ def test_fig4_has_a_column_per_diagnosed_grow_run(tmp_path, monkeypatch):
                         for run in ("sandwich-grow", "post-grow", "pre-grow", "pre-joint")])
     titles = []
 
-    def record(fig, directory, name):
+    def record(fig, path, **options):
         titles.extend(ax.get_title() for ax in fig.axes if ax.get_title())
         return []
 

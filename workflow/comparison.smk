@@ -6,7 +6,6 @@
 #   snakemake -s workflow/comparison.smk --cores 2 --config 'comparison={"tuning": "docs/results/comparison/tuning.csv"}'
 # Each set of runs is the whole workflow (../Snakefile) on the embedded default in its own directory,
 # results/{name}/tuning/lr{LR}/ or results/{name}/confirm/{teacher}/lr{LR}/, nested like a study's scales.
-import copy
 import os
 import sys
 
@@ -14,7 +13,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
 from normgrow.paper import control  # noqa: E402
-from normgrow.paper.comparison import CELLS, Selection  # noqa: E402
+from normgrow.paper.comparison import CELLS, Plan, Selection  # noqa: E402
 from normgrow.paper.roles import run_roles  # noqa: E402
 from normgrow.design.config import command_line_config, merge  # noqa: E402
 
@@ -24,15 +23,12 @@ merge(config, command_line_config(workflow.config_settings.config, workflow.conf
 with open(os.path.join(workflow.basedir, "..", "configs", "comparison.yaml")) as f:
     config.update(merge(yaml.safe_load(f), dict(config)))
 
-C = config["comparison"]
-OUT = f"results/{C['name']}"
-TEACHERS = list(C["teachers"])
-LRS = {f"{lr:g}": float(lr) for lr in C["lrs"]}
+PLAN = Plan(config["comparison"])  # where each set of runs lives and what it runs with
+C, OUT, TEACHERS, LRS = PLAN.config, PLAN.out, PLAN.teachers, PLAN.lrs
 # A kept tuning (comparison.tuning: its per-seed final CE, e.g. docs/results/comparison/tuning.csv): the
 # selection is made from it by the same rule instead of training the tuning again, so that the
 # confirmation can be rerun alone (more seeds, a lost run, another machine). A relative path is the repository's.
 KEPT_TUNING = C.get("tuning") and os.path.normpath(os.path.join(workflow.basedir, "..", C["tuning"]))
-WORKFLOW = os.path.join(workflow.basedir, "..", "Snakefile")
 with open(os.path.join(workflow.basedir, "..", "config.yaml")) as f:
     ROLES = run_roles(yaml.safe_load(f))  # the runs' names are the embedded default's
 
@@ -58,41 +54,10 @@ localrules:
     runs,
 
 
-def teacher_dir(teacher):
-    return f"{OUT}/teachers/{teacher}.model"
-
-
-def run_overrides(teacher, lr, seeds, cells):
-    """A set of runs: the embedded default with the common overrides, `teacher` (and its tokenizer), the
-    LR, the seeds and the cells; no diagnostics."""
-    return merge(copy.deepcopy(C.get("common", {})),
-                 {"teacher": {"name": os.path.abspath(teacher_dir(teacher))}, "tokenizer": {"train": False},
-                  "train": {"lr": LRS[lr], "warmup_fraction": C["warmup_fraction"]}, "seeds": list(seeds),
-                  "build": list(cells), "diagnostics": {"runs": []}})
-
-
-def write_yaml(path, data):
-    with open(path, "w") as f:
-        yaml.safe_dump(data, f, sort_keys=False)
-
-
-def run_teacher(wildcards):
-    """The teacher a set of runs distils from: the first for the tuning, the named one for a confirmation or a
-    control."""
-    parts = wildcards.where.split("/")
-    return teacher_dir(TEACHERS[0] if parts[0] == "tuning" else parts[1])
-
-
-def confirmation(wildcards):
-    """The confirmation's runs, by teacher and LR, from the selection's plan (normgrow.paper.comparison)."""
-    plan = Selection.read(checkpoints.select.get().output.selection).plan()
-    return [f"{OUT}/confirm/{teacher}/lr{lr:g}.phases.csv" for teacher in TEACHERS for lr in plan]
-
-
 rule comparison:
     input:
         selection=f"{OUT}/selection.json",
-        phases=confirmation,
+        phases=lambda wildcards: PLAN.runs("confirm", Selection.read(checkpoints.select.get().output.selection).plan()),
     output:
         table=f"{OUT}/comparison.md",
         per_seed=f"{OUT}/per_seed.csv",
@@ -128,36 +93,32 @@ rule teacher_config:
     output:
         f"{OUT}/teachers/{{teacher}}/config.yaml",
     params:
-        overrides=lambda wildcards: merge(copy.deepcopy(C.get("common", {})),
-                                          {"teacher": {"pretrain": {"seed": C["teachers"][wildcards.teacher]}}}),
+        overrides=lambda wildcards: PLAN.teacher_overrides(wildcards.teacher),
     run:
-        write_yaml(output[0], params.overrides)
+        write_overrides(output[0], params.overrides)
 
 
-# A teacher: the workflow's own pretraining (with its tokenizer) in OUT/teachers/{teacher}/, copied out.
+# A teacher: the workflow's own pretraining (with its tokenizer) in OUT/teachers/{teacher}/, copied out
+# (rules/nested.smk).
 rule teacher:
     input:
-        f"{OUT}/teachers/{{teacher}}/config.yaml",
+        config=f"{OUT}/teachers/{{teacher}}/config.yaml",
     output:
-        directory(f"{OUT}/teachers/{{teacher}}.model"),
-    params:
-        nested=lambda wildcards: nested_options(),
-    threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
+        model=directory(f"{OUT}/teachers/{{teacher}}.model"),
+    threads: nested_threads
     log:
         f"logs/{C['name']}/teacher-{{teacher}}.log",
     shell:
-        "snakemake -s {WORKFLOW} --directory {OUT}/teachers/{wildcards.teacher} --cores {threads} {params.nested} "
-        "--configfile $PWD/{input} -- results/teacher/model > {log} 2>&1 && "
-        "cp -r {OUT}/teachers/{wildcards.teacher}/results/teacher/model {output}"
+        nested_teacher(f"{OUT}/teachers/{{wildcards.teacher}}")
 
 
 rule tuning_config:
     output:
         f"{OUT}/tuning/lr{{lr}}/config.yaml",
     params:
-        overrides=lambda wildcards: run_overrides(TEACHERS[0], wildcards.lr, C["tuning_seeds"], CELLS),
+        overrides=lambda wildcards: PLAN.run_overrides(TEACHERS[0], wildcards.lr, C["tuning_seeds"], CELLS),
     run:
-        write_yaml(output[0], params.overrides)
+        write_overrides(output[0], params.overrides)
 
 
 rule confirm_config:
@@ -169,13 +130,7 @@ rule confirm_config:
         seeds=C["fresh_seeds"],
     run:
         plan = {f"{lr:g}": cells for lr, cells in Selection.read(input.selection).plan().items()}
-        write_yaml(output[0], run_overrides(wildcards.teacher, wildcards.lr, params.seeds, plan[wildcards.lr]))
-
-
-def control_runs(wildcards):
-    """The control's sets of runs, by teacher and LR, from the selection (normgrow.paper.control.plan)."""
-    plan = control.plan(Selection.read(checkpoints.select.get().output.selection))
-    return [f"{OUT}/control/{teacher}/lr{lr:g}.phases.csv" for teacher in TEACHERS for lr in plan]
+        write_overrides(output[0], PLAN.run_overrides(wildcards.teacher, wildcards.lr, params.seeds, plan[wildcards.lr]))
 
 
 # The update-matched control (normgrow.paper.control): the 2 × 2 and the controls on the fresh seeds, per teacher
@@ -189,16 +144,16 @@ rule control_config:
         seeds=C["fresh_seeds"],
     run:
         cells = control.plan(Selection.read(input.selection))[LRS[wildcards.lr]]
-        overrides = run_overrides(wildcards.teacher, wildcards.lr, params.seeds, cells)
-        runs = {cell: C["control"]["runs"][cell] for cell in cells if cell in C["control"]["runs"]}
-        write_yaml(output[0], merge(overrides, {"curricula": C["control"]["curricula"], "runs": runs}))
+        write_overrides(output[0], PLAN.control_overrides(wildcards.teacher, wildcards.lr, params.seeds, cells))
 
 
 rule control:
     input:
         selection=f"{OUT}/selection.json",
-        phases=control_runs,
-        checks=lambda wildcards: [path.replace(".phases.csv", ".check.json") for path in control_runs(wildcards)],
+        phases=lambda wildcards: PLAN.runs(
+            "control", control.plan(Selection.read(checkpoints.select.get().output.selection))),
+        checks=lambda wildcards: PLAN.runs(
+            "control", control.plan(Selection.read(checkpoints.select.get().output.selection)), ".check.json"),
     output:
         table=f"{OUT}/control.md",
         per_seed=f"{OUT}/control/per_seed.csv",
@@ -213,22 +168,17 @@ rule control:
         "scripts/control.py"
 
 
-# One set of runs: the whole workflow in OUT/{where}/ (its own metadata and resume states, so that a rerun
-# resumes there); the outputs are copies, so that Snakemake never deletes the nested workflow's own.
+# One set of runs: the whole workflow in OUT/{where}/, its outputs copied out (rules/nested.smk).
 rule runs:
     input:
         config=f"{OUT}/{{where}}/config.yaml",
-        teacher=run_teacher,
+        teacher=lambda wildcards: PLAN.run_teacher(wildcards.where),
     output:
         phases=f"{OUT}/{{where}}.phases.csv",
         check=f"{OUT}/{{where}}.check.json",
-    params:
-        nested=lambda wildcards: nested_options(),
-    threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
+    threads: nested_threads
     log:
         f"logs/{C['name']}/{{where}}.log",
     shell:
-        "snakemake -s {WORKFLOW} --directory {OUT}/{wildcards.where} --cores {threads} {params.nested} "
-        "--configfile $PWD/{input.config} -- results/metrics/phases.csv results/teacher/check.json > {log} 2>&1 && "
-        "cp {OUT}/{wildcards.where}/results/metrics/phases.csv {output.phases} && "
-        "cp {OUT}/{wildcards.where}/results/teacher/check.json {output.check}"
+        nested_run(f"{OUT}/{{wildcards.where}}", ["results/metrics/phases.csv", "results/teacher/check.json"],
+                   {"phases": "results/metrics/phases.csv", "check": "results/teacher/check.json"})

@@ -26,7 +26,6 @@ if "study" not in config:  # the seeds × width study, unless --configfile names
 PLAN = StudyPlan.from_config(config["study"])  # what each scale runs and what the study copies out of it
 OUT = PLAN.out
 SCALES = list(PLAN.scales)
-WORKFLOW = os.path.join(workflow.basedir, "..", "Snakefile")
 with open(os.path.join(workflow.basedir, "..", "config.yaml")) as f:
     DEFAULT = yaml.safe_load(f)
 MERGED = {scale: PLAN.merged_config(scale, DEFAULT) for scale in SCALES}  # each scale's whole config
@@ -113,43 +112,33 @@ rule overrides:
         overrides=lambda wildcards: (PLAN.common if wildcards.name == "teacher"
                                      else PLAN.scale_overrides(wildcards.name)),
     run:
-        with open(output[0], "w") as f:
-            yaml.safe_dump(params.overrides, f, sort_keys=False)
+        write_overrides(output[0], params.overrides)
 
 
-# One scale: the whole workflow in OUT/{scale}/ (its own metadata, locks and resume states, so a rerun
-# resumes there); the outputs are copies, so that Snakemake never deletes the scale's own.
+# One scale: the whole workflow in OUT/{scale}/, its outputs copied out (rules/nested.smk).
 rule scale:
     input:
         config=f"{OUT}/{{scale}}/config.yaml",
         teacher=[PLAN.teacher] if PLAN.shared_teacher else [],
     output:
         **{name: f"{OUT}/{{scale}}.{suffix}" for name, (suffix, _) in PLAN.scale_outputs.items()},
-    params:
-        nested=lambda wildcards: nested_options(),
-    threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
+    threads: nested_threads
     priority: lambda wildcards: len(SCALES) - SCALES.index(wildcards.scale)  # in the order listed, the first first
     log:
         f"logs/{PLAN.name}/{{scale}}.log",
     shell:
-        "snakemake -s {WORKFLOW} --directory {OUT}/{wildcards.scale} --cores {threads} {params.nested} "
-        "--configfile $PWD/{input.config} -- {PLAN.nested_target} > {log} 2>&1"
-        + "".join(f" && cp {OUT}/{{wildcards.scale}}/{source} {{output.{name}}}"
-                  for name, (_, source) in PLAN.scale_outputs.items())
+        nested_run(f"{OUT}/{{wildcards.scale}}", [PLAN.nested_target],
+                   {name: source for name, (_, source) in PLAN.scale_outputs.items()})
 
 
 # The shared teacher: the workflow's own pretraining in OUT/teacher/, copied out like a scale's outputs.
 rule shared_teacher:
     input:
-        f"{OUT}/teacher/config.yaml",
+        config=f"{OUT}/teacher/config.yaml",
     output:
-        directory(PLAN.teacher),
-    params:
-        nested=lambda wildcards: nested_options(),
-    threads: lambda wildcards: workflow.resource_settings.cores or 1  # under a cluster profile: 1 local core
+        model=directory(PLAN.teacher),
+    threads: nested_threads
     log:
         f"logs/{PLAN.name}/teacher.log",
     shell:
-        "snakemake -s {WORKFLOW} --directory {OUT}/teacher --cores {threads} {params.nested} "
-        "--configfile $PWD/{input} -- results/teacher/model > {log} 2>&1 && "
-        "cp -r {OUT}/teacher/results/teacher/model {output}"
+        nested_teacher(f"{OUT}/teacher")

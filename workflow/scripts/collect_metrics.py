@@ -3,13 +3,13 @@ diagnostics, into tidy tables under results/metrics/."""
 
 from normgrow.design.execution import PHASE_FILES
 from normgrow.design.logs import job_log
-from normgrow.paper.results import collect_diagnostics, collect_phases, collect_transitions, run_phases
+from normgrow.paper.results import collect_diagnostics, collect_phases, collect_transitions, phase_entries
 
 with job_log(snakemake.log[0]):
     out = snakemake.output
-    run_phase_list = run_phases(snakemake.input.indexes)
-    evals, phases = collect_phases(run_phase_list)
-    train_logs = {(e.run, e.seed, e.phase): e.folder / PHASE_FILES["train"] for e in run_phase_list}
+    entries = phase_entries(snakemake.input.indexes)
+    evals, phases = collect_phases(entries)
+    train_logs = {(e.run, e.seed, e.phase): e.folder / PHASE_FILES["train"] for e in entries}
     transitions = collect_transitions(phases, train_logs)
     rms, removal = collect_diagnostics(snakemake.input.diagnostics)
     frames = {"evals": evals, "phases": phases, "transitions": transitions, "boundary_rms": rms,

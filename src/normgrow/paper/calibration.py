@@ -9,8 +9,8 @@ selects by rules written down before any grow run at these settings exists:
 
 - shared setting (the headline's): among the settings that keep the teacher's lead (the regime's
   condition, normgrow.paper.regime.MIN_TEACHER_LEAD, over every joint run and seed), the one whose
-  95% seed interval of Δ_joint lies nearest parity — the smallest max(|low|, |high|)
-  (normgrow.paper.claims.parity_bound; ties: the lower mean CE of the two placements) — and whether
+  95% seed interval of Δ_joint lies nearest parity (normgrow.paper.claims.nearest_parity, the comparison's
+  rule too: the smallest max(|low|, |high|); ties: the lower mean CE of the two placements) — and whether
   the one parity rule (normgrow.paper.claims.parity) shows parity there. None: no setting keeps the
   lead. Until 2026-12-04 the rule was "the interval contains 0, then the smallest |mean Δ_joint|",
   which rewards a noisy setting (a wide interval contains 0 more easily); the grids of
@@ -26,13 +26,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from normgrow.paper.claims import parity, parity_bound
+from normgrow.paper.claims import nearest_parity, parity, parity_bound
 from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.regime import MIN_TEACHER_LEAD
 from normgrow.paper.results import final_phases
 from normgrow.paper.roles import Role, by_role
-from normgrow.paper.stats import mean_ci
-from normgrow.paper.study import save_png_and_pdf
+from normgrow.paper.stats import delta, mean_ci
 
 RUNS = ("pre-joint", "post-joint")
 
@@ -41,8 +40,7 @@ def seed_rows(phases: pd.DataFrame, roles: dict[str, Role], setting: str, lr: fl
               teacher_ce: float) -> pd.DataFrame:
     """One row per seed of one setting: the final CE of pre- and post-norm joint and Δ_joint."""
     final = final_phases(by_role(phases, roles)).pivot(index="seed", columns="run", values="ce")
-    out = final[list(RUNS)].copy()
-    out["delta_joint"] = out["post-joint"] - out["pre-joint"]
+    out = final[list(RUNS)].assign(delta_joint=lambda ce: delta(ce, "joint"))
     return out.reset_index().assign(setting=setting, lr=lr, warmup=warmup, teacher_ce=teacher_ce)
 
 
@@ -65,10 +63,7 @@ def summarise(per_seed: pd.DataFrame, margin: float = 0.01) -> pd.DataFrame:
 def shared_setting(summary: pd.DataFrame) -> str | None:
     """The shared setting by the module's rule; None when no setting keeps the teacher's lead."""
     kept = summary[summary["keeps_lead"]]
-    if kept.empty:
-        return None
-    order = kept.assign(ce=kept[list(RUNS)].mean(axis=1))
-    return str(order.sort_values(["parity_bound", "ce"]).iloc[0]["setting"])
+    return None if kept.empty else str(nearest_parity(kept.set_index("setting")))
 
 
 def own_best(per_seed: pd.DataFrame, summary: pd.DataFrame) -> dict:
@@ -79,7 +74,7 @@ def own_best(per_seed: pd.DataFrame, summary: pd.DataFrame) -> dict:
         return {}
     best = {run: str(kept.sort_values(run).iloc[0]["setting"]) for run in RUNS}
     at = {run: per_seed[per_seed["setting"] == best[run]].set_index("seed")[run] for run in RUNS}
-    return {**best, "delta_joint": mean_ci(at["post-joint"] - at["pre-joint"])}
+    return {**best, "delta_joint": mean_ci(delta(at, "joint"))}
 
 
 def markdown(per_seed: pd.DataFrame, summary: pd.DataFrame) -> str:
@@ -117,6 +112,8 @@ def draw(summary: pd.DataFrame, path: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from normgrow.paper.figures import save
+
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for i, (warmup, rows) in enumerate(summary.groupby("warmup")):
         rows = rows.sort_values("lr")
@@ -131,4 +128,5 @@ def draw(summary: pd.DataFrame, path: Path) -> list[Path]:
     right.set(xscale="log", xlabel="peak learning rate", ylabel="final validation CE", title="each placement")
     left.legend(fontsize=8)
     right.legend(fontsize=7)
-    return save_png_and_pdf(fig, path)
+    fig.tight_layout()
+    return save(fig, path, dpi=150)

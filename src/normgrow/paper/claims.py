@@ -10,8 +10,9 @@ Verdict rules (m = the equivalence margin in nats, config `report.equivalence_ma
 - a claim made of several parts agrees if all parts agree, disagrees if any part disagrees, and is
   inconclusive otherwise.
 
-Parity (`parity`), one rule for the calibration's selection, the Δ_joint claim, the baseline-parity
-precondition and the pre-registered comparison (normgrow.paper.comparison): Δ_joint's 95% seed interval
+Parity (`parity`), one rule for the Δ_joint claim, the baseline-parity precondition, every study's Δ_joint
+(normgrow.paper.study), the calibration's and the pre-registered comparison's (normgrow.paper.comparison) and
+their shared setting (`nearest_parity`): Δ_joint's 95% seed interval
 inside [−m, m] with at least `MIN_PARITY_SEEDS` seeds is parity "shown"; entirely outside it, "absent";
 anything else — fewer seeds, or an interval that straddles a bound — "not shown", never "present".
 m is set from the paper, not from the run: the default 0.01 nats is under a third of the paper's
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from normgrow.paper.reference import paper_reference
-from normgrow.paper.stats import mean_ci
+from normgrow.paper.stats import delta, effects, mean_ci
 
 AGREES, DISAGREES, INCONCLUSIVE = "agrees", "disagrees", "inconclusive"
 
@@ -86,7 +87,10 @@ SHOWN, ABSENT, NOT_SHOWN = "shown", "absent", "not shown"
 
 
 def parity(low: float, high: float, seeds: int, margin: float) -> str:
-    """Parity of Δ_joint from its 95% interval [low, high] over `seeds` paired seeds (module docstring)."""
+    """The one parity rule (module docstring): parity of Δ_joint from its 95% interval [low, high] over `seeds`
+    paired seeds at the margin m — "shown" inside [−m, m] with at least MIN_PARITY_SEEDS seeds, "absent"
+    entirely outside it with as many, otherwise "not shown". Every judgement of Δ_joint ≈ 0 is this one: the
+    report's claim and precondition, every study's, the calibration's and the comparison's."""
     if seeds >= MIN_PARITY_SEEDS and -margin <= low and high <= margin:
         return SHOWN
     if seeds >= MIN_PARITY_SEEDS and (low > margin or high < -margin):
@@ -98,6 +102,17 @@ def parity_bound(low: float, high: float) -> float:
     """How far Δ_joint's interval reaches from 0, max(|low|, |high|): parity is shown when it is at most the
     margin (with enough seeds), so the smallest bound is the setting nearest to parity."""
     return max(abs(low), abs(high))
+
+
+def nearest_parity(settings: pd.DataFrame):
+    """The shared setting (the paper's protocol: one setting for every cell, where the placements tie under
+    joint training), the calibration's and the comparison's: of `settings` (one row each, by index, with
+    `parity_bound` and the mean final CE of `pre-joint` and `post-joint`), the one whose Δ_joint interval lies
+    nearest parity, the smallest `parity_bound`; ties: the lower mean CE of the two placements, then the
+    first row."""
+    order = pd.DataFrame({"bound": settings["parity_bound"],
+                          "ce": settings[["pre-joint", "post-joint"]].mean(axis=1)})
+    return order.sort_values(["bound", "ce"], kind="stable").index[0]
 
 
 def direction_verdict(low: float, high: float, paper: float) -> str:
@@ -132,7 +147,8 @@ def combine(verdicts: list[str]) -> str:
 
 
 def parity_verdict(values: pd.Series, margin: float) -> str:
-    """The Δ_joint claim by the one parity rule: shown agrees, absent disagrees, not shown is inconclusive."""
+    """`parity` of per-seed Δ_joint values in the claims' words: shown agrees, absent disagrees, not shown is
+    inconclusive."""
     mean, low, high, n = _interval(values)
     return {SHOWN: AGREES, ABSENT: DISAGREES, NOT_SHOWN: INCONCLUSIVE}[parity(low, high, n, margin)]
 
@@ -168,26 +184,23 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
             claims.append(Claim(claim, "—", f"needs the runs {', '.join(missing)}", NOT_CHECKED, seeds))
         return not missing
 
-    def delta(curriculum: str, phase: int | None = None) -> pd.Series:
-        if phase is None:
-            return r.final_metric(f"post-{curriculum}") - r.final_metric(f"pre-{curriculum}")
-        return r.phase_metric(f"post-{curriculum}", phase) - r.phase_metric(f"pre-{curriculum}", phase)
-
+    ce = r.final_ce()
     if needs("Δ_joint, Δ_grow and their interaction", "pre-joint", "post-joint", "pre-grow", "post-grow"):
-        d_joint, d_grow = delta("joint"), delta("grow")
+        d = effects(ce)
         table1 = paper_reference()["table1"]
         claims += [
             Claim("Δ_joint ≈ 0 (placements tie under joint training: parity shown)", paper["delta_joint"],
-                  describe(d_joint), parity_verdict(d_joint, margin), seeds),
+                  describe(d["delta_joint"]), parity_verdict(d["delta_joint"], margin), seeds),
             Claim("Δ_grow < 0 (post-norm better under growth)", paper["delta_grow"],
-                  sized(d_grow, table1["delta_grow"]), size_verdict(d_grow, table1["delta_grow"]), seeds),
+                  sized(d["delta_grow"], table1["delta_grow"]), size_verdict(d["delta_grow"], table1["delta_grow"]),
+                  seeds),
             Claim("interaction Δ_grow − Δ_joint < 0", paper["interaction"],
-                  sized(d_grow - d_joint, table1["interaction"]),
-                  size_verdict(d_grow - d_joint, table1["interaction"]), seeds),
+                  sized(d["interaction"], table1["interaction"]),
+                  size_verdict(d["interaction"], table1["interaction"]), seeds),
         ]
     if needs("crossover after phase 0", "pre-grow", "post-grow"):
         phases = sorted(r.phases[r.phases["run"] == "pre-grow"]["phase"].unique())
-        deltas = {p: delta("grow", p) for p in phases}
+        deltas = {p: delta(r.phase_ce(p), "grow") for p in phases}
         table2 = paper_reference()["table2"]
         phase0 = table2["post"]["ce"] - table2["pre"]["ce"]  # +0.0044: the placements near-tied after phase 0
         parts = [equivalence_verdict(deltas[0] - phase0, margin)]  # phase 0: within ±m of the paper's Δ_0
@@ -218,12 +231,12 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
                             paper["controls"], ", ".join(sized(g, v) for g, v in zip(gaps, papers, strict=True)),
                             combine([size_verdict(g, v) for g, v in zip(gaps, papers, strict=True)]), seeds))
     if needs("freeze gap ≈ grow gap", "pre-freeze", "post-freeze", "pre-grow", "post-grow"):
-        diff = delta("freeze") - delta("grow")
+        diff = delta(ce, "freeze") - delta(ce, "grow")
         claims.append(Claim("freeze gap ≈ grow gap (Δ_freeze − Δ_grow ≈ 0)", paper["freeze"], describe(diff),
                             equivalence_verdict(diff, margin), seeds))
     if needs("grow with iterator reset ≈ grow", "pre-grow-reset", "post-grow-reset", "pre-grow", "post-grow"):
         gaps = {p: r.final_metric(f"{p}-grow-reset") - r.final_metric(f"{p}-grow") for p in ("pre", "post")}
-        d_reset = delta("grow-reset")
+        d_reset = delta(ce, "grow-reset")
         claims.append(Claim("grow with iterator reset ≈ grow (|CE_reset − CE_grow| ≤ m for each placement), "
                             "post-norm still ahead (Δ_grow-reset < 0)", paper["reset"],
                             f"pre {describe(gaps['pre'])}, post {describe(gaps['post'])}; Δ {describe(d_reset)}",

@@ -11,14 +11,15 @@ every run of it).
      an end of the grid is flagged (`Selection.at_edge`), never followed by widening the grid;
    - the shared setting (the paper's protocol: one LR for all four cells, where the placements tie
      under joint training): the LR whose Δ_joint interval lies nearest to parity, the smallest
-     `parity_bound` (ties: the lower LR) — the quantity the one parity rule
-     (normgrow.paper.claims.parity) compares with the margin. Whether parity holds there is judged
-     on the fresh seeds.
+     `parity_bound` — the quantity the one parity rule (normgrow.paper.claims.parity) compares with the
+     margin — by the calibration's rule (normgrow.paper.claims.nearest_parity; ties: the lower mean CE of
+     pre- and post-norm joint, then the lower LR; the protocol broke ties by the lower LR alone, and the kept
+     tuning has none). Whether parity holds there is judged on the fresh seeds.
 3. Confirmation. Every cell trains at its own LR and at the shared LR on the fresh seeds (never used by
-   any selection), under every teacher (`Selection.plan`). Δ_joint = CE(post-joint) − CE(pre-joint),
-   Δ_grow = CE(post-grow) − CE(pre-grow) and the interaction Δ_grow − Δ_joint are formed per seed (the
-   four cells of a seed share its initialisation and document order: paired), summarised per teacher
-   by a 95% Student-t interval over the seeds.
+   any selection), under every teacher (`Selection.plan`). Δ_joint, Δ_grow and the interaction
+   Δ_grow − Δ_joint (normgrow.paper.stats.effects) are formed per seed (the four cells of a seed share its
+   initialisation and document order: paired), summarised per teacher by a 95% Student-t interval over the
+   seeds.
 4. Per teacher first: each teacher's estimates and verdicts are the primary result. Pooled over the two
    teachers (`conditional_pool`): the fixed-effect (inverse-variance) mean with a Student-t interval at the
    pooled degrees of freedom Σ(n − 1) — conditional on these two teachers, never a claim over teachers: two
@@ -40,20 +41,32 @@ No selection, seed, teacher or margin changed.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from normgrow.paper.claims import covers, direction_verdict, parity, parity_bound
+from normgrow.design.config import merge
+from normgrow.paper.claims import covers, direction_verdict, nearest_parity, parity, parity_bound
 from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.results import final_phases
 from normgrow.paper.roles import by_role
-from normgrow.paper.stats import mean_ci, parity_power, power_mean, seeds_for_power, t975
-from normgrow.paper.study import EFFECTS, LABELS
+from normgrow.paper.stats import (
+    EFFECTS,
+    LABELS,
+    delta,
+    effects,
+    mean_ci,
+    parity_power,
+    power_mean,
+    seeds_for_power,
+    t975,
+)
 
 CELLS = ("pre-joint", "post-joint", "pre-grow", "post-grow")
 READINGS = ("own", "shared")  # each cell at its own LR; every cell at the shared LR
@@ -64,15 +77,6 @@ def final_ce(phases: pd.DataFrame, roles: dict, lr: float) -> pd.DataFrame:
     final = final_phases(by_role(phases, roles))
     final = final[final["run"].isin(CELLS)]
     return pd.DataFrame({"lr": lr, "seed": final["seed"].astype(int), "cell": final["run"], "ce": final["ce"]})
-
-
-def effects(wide: pd.DataFrame) -> pd.DataFrame:
-    """Per seed (the index), from the four cells' final CE (columns): Δ_joint, Δ_grow, the interaction."""
-    out = pd.DataFrame(index=wide.index)
-    out["delta_joint"] = wide["post-joint"] - wide["pre-joint"]
-    out["delta_grow"] = wide["post-grow"] - wide["pre-grow"]
-    out["interaction"] = out["delta_grow"] - out["delta_joint"]
-    return out
 
 
 @dataclass(frozen=True)
@@ -107,13 +111,70 @@ class Selection:
         return cls(tuple(data["grid"]), {c: float(data["own"][c]) for c in CELLS}, float(data["shared"]))
 
 
+@dataclass(frozen=True)
+class Plan:
+    """Where workflow/comparison.smk runs each set of runs, a nested workflow, and the overrides of the embedded
+    default it runs with, from configs/comparison.yaml's `comparison` (`config`): the tuning in
+    results/{name}/tuning/lr{LR}/, a confirmation's and a control's in results/{name}/{confirm,control}/{teacher}/
+    lr{LR}/, each teacher's pretraining in results/{name}/teachers/{teacher}/."""
+
+    config: dict
+
+    @property
+    def out(self) -> str:
+        return f"results/{self.config['name']}"
+
+    @property
+    def teachers(self) -> list[str]:
+        return list(self.config["teachers"])
+
+    @property
+    def lrs(self) -> dict[str, float]:
+        """The LR grid by its name in the paths (`f"{lr:g}"`)."""
+        return {f"{lr:g}": float(lr) for lr in self.config["lrs"]}
+
+    def teacher_model(self, teacher: str) -> str:
+        return f"{self.out}/teachers/{teacher}.model"
+
+    def teacher_overrides(self, teacher: str) -> dict:
+        """A teacher's pretraining: the common overrides, its pretraining seed."""
+        return merge(copy.deepcopy(self.config.get("common", {})),
+                     {"teacher": {"pretrain": {"seed": self.config["teachers"][teacher]}}})
+
+    def run_teacher(self, where: str) -> str:
+        """The teacher the set of runs in `where` (tuning/lr…, confirm/{teacher}/lr…, control/{teacher}/lr…)
+        distils from: the first for the tuning, the named one otherwise."""
+        parts = where.split("/")
+        return self.teacher_model(self.teachers[0] if parts[0] == "tuning" else parts[1])
+
+    def run_overrides(self, teacher: str, lr: str, seeds: list[int], cells: list[str]) -> dict:
+        """A set of runs: the embedded default with the common overrides, `teacher` (and its tokenizer), the
+        LR (by name), the seeds and the cells; no diagnostics."""
+        return merge(copy.deepcopy(self.config.get("common", {})),
+                     {"teacher": {"name": os.path.abspath(self.teacher_model(teacher))}, "tokenizer": {"train": False},
+                      "train": {"lr": self.lrs[lr], "warmup_fraction": self.config["warmup_fraction"]},
+                      "seeds": list(seeds), "build": list(cells), "diagnostics": {"runs": []}})
+
+    def control_overrides(self, teacher: str, lr: str, seeds: list[int], cells: list[str]) -> dict:
+        """A set of the control's runs (normgrow.paper.control): `run_overrides` with the control's curricula and
+        its runs among `cells` added."""
+        control = self.config["control"]
+        runs = {cell: control["runs"][cell] for cell in cells if cell in control["runs"]}
+        return merge(self.run_overrides(teacher, lr, seeds, cells), {"curricula": control["curricula"], "runs": runs})
+
+    def runs(self, kind: str, plan: dict[float, list[str]], suffix: str = ".phases.csv") -> list[str]:
+        """The outputs (`suffix`) of the sets of runs of `kind` (confirm, control) that `plan` trains per LR, under
+        every teacher."""
+        return [f"{self.out}/{kind}/{teacher}/lr{lr:g}{suffix}" for teacher in self.teachers for lr in plan]
+
+
 def tuning_summary(tuning: pd.DataFrame) -> pd.DataFrame:
     """Per LR (the index): each cell's mean final CE over the tuning seeds, Δ_joint's mean and interval,
     its parity bound."""
     rows = []
     for lr, group in tuning.groupby("lr"):
         wide = group.pivot(index="seed", columns="cell", values="ce")
-        mean, low, high = mean_ci(wide["post-joint"] - wide["pre-joint"])
+        mean, low, high = mean_ci(delta(wide, "joint"))
         rows.append({"lr": lr, "seeds": len(wide), **{c: wide[c].mean() for c in CELLS}, "delta_joint": mean,
                      "low": low, "high": high, "parity_bound": parity_bound(low, high)})
     return pd.DataFrame(rows).set_index("lr").sort_index()
@@ -124,7 +185,7 @@ def select(tuning: pd.DataFrame) -> Selection:
     (columns lr, seed, cell, ce)."""
     summary = tuning_summary(tuning)  # sorted by LR: idxmin keeps the lower LR on ties
     own = {cell: float(summary[cell].idxmin()) for cell in CELLS}
-    return Selection(tuple(float(lr) for lr in summary.index), own, float(summary["parity_bound"].idxmin()))
+    return Selection(tuple(float(lr) for lr in summary.index), own, float(nearest_parity(summary)))
 
 
 def reading(confirm: pd.DataFrame, lrs: dict[str, float]) -> pd.DataFrame:

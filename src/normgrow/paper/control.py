@@ -47,7 +47,8 @@ from normgrow.paper.comparison import CELLS as COMPARISON_CELLS
 from normgrow.paper.comparison import Estimate, Selection, conditional_pool, paper_effects
 from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.results import final_phases
-from normgrow.paper.stats import power_mean, seeds_for_power
+from normgrow.paper.stats import delta, power_mean, seeds_for_power
+from normgrow.paper.stats import effects as effects_2x2
 
 CONTROLS = ("pre-joint-matched", "post-joint-matched", "pre-joint-longer", "post-joint-longer")
 CELLS = (*COMPARISON_CELLS, *CONTROLS)
@@ -93,15 +94,13 @@ def final_ce(phases: pd.DataFrame, lr: float) -> pd.DataFrame:
 
 
 def effects(wide: pd.DataFrame) -> pd.DataFrame:
-    """Per seed (the index), from the eight cells' final CE (columns): the effects of step 4."""
-    out = pd.DataFrame(index=wide.index)
-    out["delta_joint"] = wide["post-joint"] - wide["pre-joint"]
-    out["delta_grow"] = wide["post-grow"] - wide["pre-grow"]
-    out["interaction"] = out["delta_grow"] - out["delta_joint"]
-    out["delta_matched"] = wide["post-joint-matched"] - wide["pre-joint-matched"]
+    """Per seed (the index), from the eight cells' final CE (columns): the effects of step 4, the 2 × 2's as
+    the comparison forms them (normgrow.paper.stats.effects)."""
+    out = pd.DataFrame(effects_2x2(wide), index=wide.index)
+    out["delta_matched"] = delta(wide, "joint-matched")
     out["matched_interaction"] = out["delta_grow"] - out["delta_matched"]
     out["update_part"] = out["delta_matched"] - out["delta_joint"]
-    out["delta_longer"] = wide["post-joint-longer"] - wide["pre-joint-longer"]
+    out["delta_longer"] = delta(wide, "joint-longer")
     out["longer_interaction"] = out["delta_grow"] - out["delta_longer"]
     out["guard"] = wide["post-joint-longer"] - wide["post-grow"]
     return out

@@ -16,22 +16,21 @@ from normgrow.paper.roles import Role, has_role  # noqa: E402
 
 PLACEMENT_COLORS = {"pre": "#0072B2", "post": "#D55E00"}
 EXTRA_COLORS = ["#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
-STYLE = {"figure.dpi": 120, "savefig.dpi": 200, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
-         "axes.spines.top": False, "axes.spines.right": False}
+STYLE = {"figure.dpi": 120, "savefig.dpi": 200, "savefig.bbox": "tight", "font.size": 9, "axes.grid": True,
+         "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False}
 
 
-def save(fig, directory: Path, name: str) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = [directory / f"{name}.{ext}" for ext in ("png", "pdf")]
-    for path in paths:
-        savefig(fig, path, bbox_inches="tight")
+def save(fig, path: Path, **options) -> list[Path]:
+    """`fig` saved as PNG and PDF at `path` (its suffix replaced), and closed: the one way a figure is written
+    (the report's, a study's). The PDF carries no creation date, so the same figure gives the same bytes;
+    `options` go to `fig.savefig` (the report's figures take theirs from STYLE; a study's: dpi=150, laid out
+    first)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    paths = [path.with_suffix(".png"), path.with_suffix(".pdf")]
+    for p in paths:
+        fig.savefig(p, metadata={"CreationDate": None} if p.suffix == ".pdf" else None, **options)
     plt.close(fig)
     return paths
-
-
-def savefig(fig, path: Path, **kwargs) -> None:
-    """`fig.savefig` with the same bytes for the same figure: a PDF carries no creation date."""
-    fig.savefig(path, metadata={"CreationDate": None} if path.suffix == ".pdf" else None, **kwargs)
 
 
 def run_curve(ax, evals: pd.DataFrame, run: str, color: str, label: str, linestyle="-") -> None:
@@ -73,7 +72,7 @@ def validation_loss(evals: pd.DataFrame, phases: pd.DataFrame, directory: Path) 
             ax.set_visible(False)
         fig.suptitle("Validation loss; dotted lines: phase boundaries")
         fig.tight_layout()
-        return save(fig, directory, "validation_loss")
+        return save(fig, directory / "validation_loss")
 
 
 def band(ax, rows: pd.DataFrame, value: str, style: dict) -> None:
@@ -115,7 +114,7 @@ def interaction(final: pd.DataFrame, directory: Path) -> list[Path]:
         ax.set_ylabel("final validation CE (nats/token)")
         ax.set_title("Placement × curriculum interaction")
         ax.legend()
-        return save(fig, directory, "fig3a_interaction")
+        return save(fig, directory / "fig3a_interaction")
 
 
 def crossover(phases: pd.DataFrame, directory: Path) -> list[Path]:
@@ -142,7 +141,7 @@ def crossover(phases: pd.DataFrame, directory: Path) -> list[Path]:
         for a in (ax, ax_d):
             a.set_xticks(sorted(phases["phase"].unique()))
         fig.tight_layout()
-        return save(fig, directory, "fig3b_crossover")
+        return save(fig, directory / "fig3b_crossover")
 
 
 def boundary_rms(rms: pd.DataFrame, phases: pd.DataFrame, directory: Path) -> list[Path]:
@@ -176,7 +175,7 @@ def boundary_rms(rms: pd.DataFrame, phases: pd.DataFrame, directory: Path) -> li
         axes[0, -1].legend(fontsize=7)
         fig.suptitle("Block-boundary RMS across growth (diagnostic batch, log scale)")
         fig.tight_layout()
-        return save(fig, directory, "fig4_boundary_rms")
+        return save(fig, directory / "fig4_boundary_rms")
 
 
 def token_types(rms: pd.DataFrame, directory: Path) -> list[Path]:
@@ -195,7 +194,7 @@ def token_types(rms: pd.DataFrame, directory: Path) -> list[Path]:
         ax.set_ylabel("mean per-token RMS after block 0")
         ax.set_title("Token-type attribution of scale drift")
         ax.legend(fontsize=7)
-        return save(fig, directory, "fig5a_token_types")
+        return save(fig, directory / "fig5a_token_types")
 
 
 def grow_validation(evals: pd.DataFrame, phases: pd.DataFrame, directory: Path) -> list[Path]:
@@ -211,7 +210,7 @@ def grow_validation(evals: pd.DataFrame, phases: pd.DataFrame, directory: Path) 
         ax.set_ylabel("validation CE (nats/token)")
         ax.set_title("Validation loss; dotted: block appended")
         ax.legend()
-        return save(fig, directory, "fig5b_grow_validation")
+        return save(fig, directory / "fig5b_grow_validation")
 
 
 def rms_distributions(final_reports: dict[str, dict], directory: Path) -> list[Path]:
@@ -233,7 +232,7 @@ def rms_distributions(final_reports: dict[str, dict], directory: Path) -> list[P
             ax.set_title(f"{run}, step {report['global_step']}")
             ax.legend(fontsize=6)
         fig.tight_layout()
-        return save(fig, directory, "figA1_rms_distribution")
+        return save(fig, directory / "figA1_rms_distribution")
 
 
 def block_removal(removal: pd.DataFrame, directory: Path) -> list[Path]:
@@ -260,7 +259,7 @@ def block_removal(removal: pd.DataFrame, directory: Path) -> list[Path]:
         axes[0].legend(fontsize=7)
         fig.suptitle("Block removal at the final checkpoint (diagnostic batch)")
         fig.tight_layout()
-        return save(fig, directory, "figA2_block_removal")
+        return save(fig, directory / "figA2_block_removal")
 
 
 def mean_to_extremes(series: list[pd.Series]) -> list[list[float]]:
@@ -297,7 +296,7 @@ def growth_operators(final: pd.DataFrame, operators: list[str], directory: Path)
         right.set_ylabel("Δ_grow = post − pre (nats)")
         right.set_title("Post-norm's gap per operator")
         fig.tight_layout()
-        return save(fig, directory, "figG1_growth_operators")
+        return save(fig, directory / "figG1_growth_operators")
 
 
 def placements(final: pd.DataFrame, names: list[str], directory: Path) -> list[Path]:
@@ -323,5 +322,5 @@ def placements(final: pd.DataFrame, names: list[str], directory: Path) -> list[P
         ax.set_ylabel("CE difference vs pre-norm (nats)")
         ax.set_title("Placements against pre-norm")
         ax.legend(fontsize=7)
-        return save(fig, directory, "figP1_placements")
+        return save(fig, directory / "figP1_placements")
 

@@ -346,7 +346,7 @@ def draw(rows: pd.DataFrame, path: Path) -> list[Path]:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-    from normgrow.paper.study import save_png_and_pdf
+    from normgrow.paper.figures import save
 
     panels = [("teacher", "max_over_median", TEACHER_MASSIVE, "teacher: max/median token RMS (strongest layer)"),
               ("teacher", "attention_on_structural", TEACHER_ATTENTION, "teacher: attention on position 0"),
@@ -371,4 +371,5 @@ def draw(rows: pd.DataFrame, path: Path) -> list[Path]:
         ax.set_title(title, fontsize=9)
         if not subset.empty:
             ax.legend(fontsize=7)
-    return save_png_and_pdf(fig, path)
+    fig.tight_layout()
+    return save(fig, path, dpi=150)

@@ -32,9 +32,9 @@ class RunPhase:
     data_policy: str
 
 
-def run_phases(index_paths: list[Path]) -> list[RunPhase]:
-    """Every phase of every run, from the runs' phase indexes (rule run_index), in order: a phase
-    shared by several runs appears once per run."""
+def phase_entries(index_paths: list[Path]) -> list[RunPhase]:
+    """Every phase of every run as its run sees it (RunPhase: an entry of its phases.json), from the runs' phase
+    indexes (rule run_index), in order: a phase shared by several runs appears once per run."""
     phases = []
     for path in map(Path, index_paths):
         index = json.loads(path.read_text())
@@ -43,12 +43,12 @@ def run_phases(index_paths: list[Path]) -> list[RunPhase]:
     return phases
 
 
-def collect_phases(run_phases: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collect_phases(entries: list[RunPhase]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read each phase's state.json and the eval.csv beside it. The curriculum entry (data policy,
     trainable blocks) is the run's own: a shared phase may have been trained under an equivalent
     one (`reset` at phase 0 is `continue`)."""
     eval_frames, phase_rows = [], []
-    for entry in run_phases:
+    for entry in entries:
         record = PhaseRecord.read(entry.folder / PHASE_FILES["state"])
         key = {"run": entry.run, "seed": entry.seed, "phase": entry.phase}
         evals = pd.read_csv(entry.folder / PHASE_FILES["eval"])
@@ -177,6 +177,11 @@ class Results:
     def final_metric(self, run: str, metric: str = "ce") -> pd.Series:
         return self.final[self.final["run"] == run].set_index("seed")[metric].sort_index()
 
+    def final_ce(self) -> dict[str, pd.Series]:
+        """Every run's final validation CE per seed (`final_metric`), by run: what the placement effects are
+        formed from (normgrow.paper.stats.effects)."""
+        return {run: self.final_metric(run) for run in dict.fromkeys(self.final["run"])}
+
     def first_update_ce(self, run: str) -> pd.Series:
         """The run's training CE at its first update (its phase 0's, per seed, NaNs dropped); empty for
         phases collected before it was recorded."""
@@ -187,3 +192,7 @@ class Results:
     def phase_metric(self, run: str, phase: int, metric: str = "ce") -> pd.Series:
         rows = self.phases[(self.phases["run"] == run) & (self.phases["phase"] == phase)]
         return rows.set_index("seed")[metric].sort_index()
+
+    def phase_ce(self, phase: int) -> dict[str, pd.Series]:
+        """Every run's validation CE per seed after its phase `phase` (`phase_metric`), by run."""
+        return {run: self.phase_metric(run, phase) for run in dict.fromkeys(self.phases["run"])}

@@ -225,7 +225,7 @@ def placement_diagrams(config: dict, directory: Path) -> list[Path]:
     placements = placements_used(config)
     cols = min(3, len(placements))
     rows = [placements[i:i + cols] for i in range(0, len(placements), cols)]
-    with plt.rc_context({"font.size": FONT, "savefig.dpi": 200}):
+    with plt.rc_context({"font.size": FONT, "savefig.dpi": 200, "savefig.bbox": "tight"}):
         fig = plt.figure()
         ax = fig.add_axes((0, 0, 1, 1))
         bottom = 0.0
@@ -251,7 +251,7 @@ def placement_diagrams(config: dict, directory: Path) -> list[Path]:
         ax.set_aspect("equal")
         ax.axis("off")
         fig.set_size_inches(width * INCH, height * INCH)
-        return save(fig, directory, "fig1_placements")
+        return save(fig, directory / "fig1_placements")
 
 
 # ---------------------------------------------------------------- Fig. 2: curricula
@@ -299,7 +299,7 @@ def curriculum_timelines(config: dict, directory: Path) -> list[Path]:
     width = max(len(c) for c in columns.values())
     cols = 1 if width > 4 else min(2, len(curricula))  # long curricula: one panel a row
     rows = -(-len(curricula) // cols)
-    with plt.rc_context({"font.size": FONT, "savefig.dpi": 200}):
+    with plt.rc_context({"font.size": FONT, "savefig.dpi": 200, "savefig.bbox": "tight"}):
         fig, axes = plt.subplots(rows, cols, figsize=(0.9 + 1.5 * width * cols, (0.42 * blocks + 1.6) * rows + 0.6),
                                  squeeze=False)
         for ax, (name, runs) in zip(axes.flat, curricula.items(), strict=False):
@@ -316,7 +316,7 @@ def curriculum_timelines(config: dict, directory: Path) -> list[Path]:
         fig.suptitle(f"{label}: curricula of K = {blocks} blocks × L = {layers} layer{'s' * (layers > 1)}\n(the "
                      "embedding stays frozen; the boundary norm and LM head train in every phase)", fontsize=FONT + 2)
         fig.tight_layout(rect=(0, 0.05, 1, 1))
-        return save(fig, directory, "fig2_curricula")
+        return save(fig, directory / "fig2_curricula")
 
 
 def schematics(config: dict, directory: Path) -> list[Path]:

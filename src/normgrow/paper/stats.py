@@ -1,11 +1,36 @@
-"""Across-seed summaries: mean, sample standard deviation and a 95% Student-t interval."""
+"""The paper's placement effects, paired by seed, and their across-seed summaries: mean, sample standard
+deviation, a 95% Student-t interval and the power of a design of paired seeds."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import cache
+from typing import TypeVar
 
 import pandas as pd
+
+CE = TypeVar("CE", float, pd.Series)  # one final validation CE, or one per seed (a Series indexed by seed)
+
+EFFECTS = ("delta_joint", "delta_grow", "interaction")  # the 2 × 2's, as `effects` names them
+LABELS = {"delta_joint": "Δ_joint (post − pre, joint)", "delta_grow": "Δ_grow (post − pre, grow)",
+          "interaction": "interaction (Δ_grow − Δ_joint)"}
+
+
+def delta(ce: Mapping[str, CE], curriculum: str, placement: str = "post") -> CE:
+    """Δ_c = CE(post-c) − CE(pre-c), the placement effect under curriculum c (paper Table 1, docs/definitions.md
+    §5): from the final validation CE of each run (`ce[run]`, runs named placement-curriculum), paired by seed
+    (Series align on the seed). Another `placement` P gives CE(P-c) − CE(pre-c), pre-norm the reference."""
+    return ce[f"{placement}-{curriculum}"] - ce[f"pre-{curriculum}"]
+
+
+def effects(ce: Mapping[str, CE], placement: str = "post") -> dict[str, CE]:
+    """The 2 × 2's effects (EFFECTS), from the final validation CE of pre/post × joint/grow (`ce[run]`), paired
+    by seed: Δ_joint = CE(post-joint) − CE(pre-joint), Δ_grow = CE(post-grow) − CE(pre-grow) and their
+    interaction Δ_grow − Δ_joint (`delta`; paper Table 1 and Eq. 6). The paper's side: Δ_joint ≈ 0,
+    Δ_grow < 0, interaction < 0. Another `placement` P takes post-norm's place (Table P1)."""
+    joint, grow = delta(ce, "joint", placement), delta(ce, "grow", placement)
+    return {"delta_joint": joint, "delta_grow": grow, "interaction": grow - joint}
 
 
 @cache

@@ -1,16 +1,10 @@
 """A study of the 2 × 2 (pre/post × joint/grow) along one axis: the placement effects per scale.
 
-For every scale and seed, from the final validation CE of the four runs (paired by seed, as in
-Table 1):
-
-- Δ_joint = CE(post-joint) − CE(pre-joint);
-- Δ_grow = CE(post-grow) − CE(pre-grow);
-- interaction = Δ_grow − Δ_joint.
-
+For every scale and seed, the 2 × 2's effects from the final validation CE of its four runs, paired by
+seed as in Table 1 (normgrow.paper.stats.effects: Δ_joint, Δ_grow and the interaction Δ_grow − Δ_joint).
 Each effect is summarised per scale by its mean over seeds with a 95% Student-t interval
-(normgrow.paper.stats.mean_ci), judged by the report's verdict rules (normgrow.paper.claims: the
-paper's side of each effect is Δ_joint ≈ 0, Δ_grow < 0, interaction < 0), and drawn against the
-study's axis (`AXES`):
+(normgrow.paper.stats.mean_ci), judged by the report's verdict rules (normgrow.paper.claims: Δ_joint ≈ 0 by
+the one parity rule, Δ_grow < 0 and interaction < 0 by sign), and drawn against the study's axis (`AXES`):
 
 - student parameters: the student's parameters, embedding and head included (normgrow.cluster.plan);
 - tokens per parameter: the unique tokens a grow run reads ÷ the student's parameters, the mean
@@ -23,17 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from normgrow.paper.claims import equivalence_verdict, sign_verdict
+from normgrow.paper.claims import parity_verdict, sign_verdict
 from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import MIN_TEACHER_LEAD
 from normgrow.paper.results import final_phases
 from normgrow.paper.roles import Role, by_role, has_role
-from normgrow.paper.stats import mean_ci
+from normgrow.paper.stats import EFFECTS, LABELS, effects, mean_ci
 
-EFFECTS = ("delta_joint", "delta_grow", "interaction")
-LABELS = {"delta_joint": "Δ_joint (post − pre, joint)", "delta_grow": "Δ_grow (post − pre, grow)",
-          "interaction": "interaction (Δ_grow − Δ_joint)"}
 CLAIMED = {"delta_joint": "≈ 0", "delta_grow": "< 0", "interaction": "< 0"}  # the paper's side
 # axis → (label, factor to the plotted unit)
 AXES = {"student_parameters": ("student parameters (millions)", 1e-6),
@@ -50,7 +41,7 @@ def tokens_per_parameter(phases: pd.DataFrame, roles: dict[str, Role], parameter
 def verdict(effect: str, values: pd.Series, margin: float) -> str:
     """The report's verdict on the paper's side of `effect` (CLAIMED) from per-seed values."""
     if effect == "delta_joint":
-        return equivalence_verdict(values, margin)
+        return parity_verdict(values, margin)
     return sign_verdict(values, negative=True)
 
 
@@ -58,11 +49,8 @@ def seed_effects(phases: pd.DataFrame, roles: dict[str, Role]) -> pd.DataFrame:
     """One row per seed: the final CE of each run of the 2 × 2 (found by role: normgrow.paper.roles) and
     the three effects."""
     final = final_phases(by_role(phases, roles)).pivot(index="seed", columns="run", values="ce")
-    out = final[["pre-joint", "post-joint", "pre-grow", "post-grow"]].copy()
-    out["delta_joint"] = out["post-joint"] - out["pre-joint"]
-    out["delta_grow"] = out["post-grow"] - out["pre-grow"]
-    out["interaction"] = out["delta_grow"] - out["delta_joint"]
-    return out.reset_index()
+    out = final[["pre-joint", "post-joint", "pre-grow", "post-grow"]]
+    return out.assign(**effects(out)).reset_index()
 
 
 def scale_effects(per_seed: pd.DataFrame, axis: str = "student_parameters", margin: float = 0.01) -> pd.DataFrame:
@@ -85,6 +73,8 @@ def draw(summary: pd.DataFrame, path: Path, axis: str = "student_parameters") ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from normgrow.paper.figures import save
+
     label, factor = AXES[axis]
     paper = paper_reference()["table1"]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -104,21 +94,8 @@ def draw(summary: pd.DataFrame, path: Path, axis: str = "student_parameters") ->
     seeds = int(summary["seeds"].min())
     ax.set_title(f"Placement effects ({seeds} paired seeds, 95% intervals; dashed: the paper)", fontsize=10)
     ax.legend(fontsize=8)
-    return save_png_and_pdf(fig, path)
-
-
-def save_png_and_pdf(fig, path: Path) -> list[Path]:
-    """`fig` laid out, saved beside `path` as PNG and PDF, and closed."""
-    import matplotlib.pyplot as plt
-
-    from normgrow.paper.figures import savefig
-
     fig.tight_layout()
-    paths = [path.with_suffix(".png"), path.with_suffix(".pdf")]
-    for p in paths:
-        savefig(fig, p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save(fig, path, dpi=150)
 
 
 def markdown(per_seed: pd.DataFrame, summary: pd.DataFrame) -> str:

@@ -22,7 +22,7 @@ from normgrow.paper.latex import cell, column_groups, fit_to_width, header_lines
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.results import NotBuilt, Results
 from normgrow.paper.roles import Role, has_role
-from normgrow.paper.stats import mean_ci
+from normgrow.paper.stats import delta, effects, mean_ci
 
 
 @dataclass
@@ -235,7 +235,7 @@ def placement_grid(t: Table, r: Results, curricula: dict[str, str], paper: dict 
             t.add(label, col, r.final_metric(run), None if paper is None else paper["ce"][run])
     deltas = {}
     for curriculum, col in curricula.items():
-        deltas[curriculum] = r.final_metric(f"post-{curriculum}") - r.final_metric(f"pre-{curriculum}")
+        deltas[curriculum] = delta(r.final_ce(), curriculum)
         t.add("Δ (Post−Pre)", col, deltas[curriculum], None if paper is None else paper[f"delta_{curriculum}"])
     return deltas
 
@@ -244,8 +244,8 @@ def table1(r: Results, ref: dict) -> Table:
     """Final validation CE of pre/post × joint/grow; Δ = post − pre; interaction = Δ_grow − Δ_joint."""
     r.require("pre-joint", "post-joint", "pre-grow", "post-grow")
     t = Table("table1")
-    d = placement_grid(t, r, {"joint": "Joint", "grow": "Grow"}, ref["table1"])
-    t.add("Interaction (Δ_grow − Δ_joint)", "Grow", d["grow"] - d["joint"], ref["table1"]["interaction"])
+    placement_grid(t, r, {"joint": "Joint", "grow": "Grow"}, ref["table1"])
+    t.add("Interaction (Δ_grow − Δ_joint)", "Grow", effects(r.final_ce())["interaction"], ref["table1"]["interaction"])
     return t
 
 
@@ -437,11 +437,10 @@ def tableP1(r: Results, ref: dict) -> Table:
         t.add(placement, "Grow", r.final_metric(f"{placement}-grow"))
         t.add(placement, "norm weights / layer", text=NORM_WEIGHTS.get(placement.split("@")[0], "?"))
     for placement in placements:
-        d_joint = r.final_metric(f"{placement}-joint") - r.final_metric("pre-joint")
-        d_grow = r.final_metric(f"{placement}-grow") - r.final_metric("pre-grow")
-        t.add(f"Δ {placement} − pre", "Joint", d_joint)
-        t.add(f"Δ {placement} − pre", "Grow", d_grow)
-        t.add(f"Δ {placement} − pre", "Interaction (Δ_grow − Δ_joint)", d_grow - d_joint)
+        d = effects(r.final_ce(), placement)
+        t.add(f"Δ {placement} − pre", "Joint", d["delta_joint"])
+        t.add(f"Δ {placement} − pre", "Grow", d["delta_grow"])
+        t.add(f"Δ {placement} − pre", "Interaction (Δ_grow − Δ_joint)", d["interaction"])
     return t
 
 
