@@ -54,31 +54,32 @@ def current_umask() -> int:
     return mask
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint that is missing, unreadable, or does not fit the student."""
+class WeightsError(RuntimeError):
+    """A phase's saved weights (its student.safetensors or a snapshot) missing, unreadable, or not fitting
+    the student."""
 
 
 def load_student(student: torch.nn.Module, path: Path) -> None:
-    """Load a phase checkpoint into `student`, with one clear error for every way it can fail."""
+    """Load a phase's saved weights into `student`, with one clear error for every way it can fail."""
     from safetensors.torch import load_file
 
     path = Path(path)
     hint = "rerun the phase that writes it (snakemake --forcerun <that phase's state.json>)"
     if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint missing; {hint}")
+        raise WeightsError(f"{path}: weights missing; {hint}")
     try:
         tensors = load_file(str(path))
     except Exception as error:  # safetensors raises its own error types for truncated headers and data
-        raise CheckpointError(f"{path}: unreadable or truncated checkpoint ({error}); {hint}") from None
+        raise WeightsError(f"{path}: unreadable or truncated weights ({error}); {hint}") from None
     try:
         student.load_state_dict(tensors, strict=True)
     except RuntimeError as error:
-        raise CheckpointError(f"{path}: does not fit this student (placement, blocks, layers or teacher "
-                              f"dimensions differ): {str(error).splitlines()[0]}") from None
+        raise WeightsError(f"{path}: does not fit this student (placement, blocks, layers or teacher "
+                           f"dimensions differ): {str(error).splitlines()[0]}") from None
 
 
-def student_from_checkpoint(path: Path, teacher_config, placement: str, student: dict, active_blocks: int):
-    """A student rebuilt from the teacher's config (no teacher weights) and a saved checkpoint."""
+def student_from_weights(path: Path, teacher_config, placement: str, student: dict, active_blocks: int):
+    """A student rebuilt from the teacher's config (no teacher weights) and a phase's saved weights."""
     from normgrow.model.student import BlockStackStudent, student_config
 
     layers = student["blocks"] * student["layers_per_block"]
