@@ -33,8 +33,24 @@ from normgrow.train.attempts import (
     restore_finished,
     verified_finished,
 )
+from normgrow.train.outputs import atomic_write, write_json
 
 DECLARED = ("student.safetensors", "state.json", "train.csv", "eval.csv")
+
+
+def test_the_one_writer_replaces_a_file_whole_through_a_temporary_file_of_its_process(tmp_path):
+    """write_json (the attempt and resume records on one line, the outputs indented) goes through
+    atomic_write, whose temporary file carries the process id: ranks writing side by side never share one,
+    and none is left behind."""
+    path = tmp_path / "resume" / "record.json"
+    write_json(path, {"rank": 1}, indent=None)
+    assert path.read_text() == '{"rank": 1}'
+    write_json(path, {"ranks": [0, 1]})
+    assert path.read_text() == '{\n  "ranks": [\n    0,\n    1\n  ]\n}\n'
+    temporary = []
+    atomic_write(path, lambda tmp: temporary.append(tmp.name) or tmp.write_text("whole"))
+    assert temporary == [f".record.json.{os.getpid()}.tmp"]
+    assert path.read_text() == "whole" and [p.name for p in path.parent.iterdir()] == ["record.json"]
 
 
 def fake_phase(out: Path, content: str = "weights") -> Path:

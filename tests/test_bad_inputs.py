@@ -11,7 +11,7 @@ from conftest import make_teacher, snakemake_command, split_in_memory
 
 from normgrow.model.student import BlockStackStudent
 from normgrow.train.data import save_tokens
-from normgrow.train.outputs import CheckpointError, load_student, save_student
+from normgrow.train.outputs import WeightsError, load_student, save_student
 from normgrow.train.teacher import check_teacher
 
 
@@ -63,20 +63,20 @@ def test_teacher_whose_vocabulary_does_not_match_the_tokenizer(tmp_path):
     assert any("the tokenizer has 100 tokens but the teacher's vocabulary is 64" in p for p in report["problems"])
 
 
-def test_missing_truncated_and_mismatched_checkpoints(tmp_path, teacher):
+def test_missing_truncated_and_mismatched_weights(tmp_path, teacher):
     student = BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=0)
-    with pytest.raises(CheckpointError, match="checkpoint missing; rerun the phase"):
+    with pytest.raises(WeightsError, match="weights missing; rerun the phase"):
         load_student(student, tmp_path / "absent.safetensors")
     path = tmp_path / "student.safetensors"
     save_student(student, path)
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(path.read_bytes()[:1000])
-    with pytest.raises(CheckpointError, match="unreadable or truncated checkpoint"):
+    with pytest.raises(WeightsError, match="unreadable or truncated weights"):
         load_student(student, truncated)
     deeper = BlockStackStudent.from_teacher(teacher, "pre", 3, 1, seed=0)
-    with pytest.raises(CheckpointError, match="does not fit this student"):
+    with pytest.raises(WeightsError, match="does not fit this student"):
         load_student(deeper, path)
-    # the good checkpoint loads and round-trips exactly
+    # the good weights load and round-trips exactly
     other = BlockStackStudent.from_teacher(teacher, "pre", 2, 1, seed=1)
     load_student(other, path)
     for (name, a), b in zip(student.state_dict().items(), other.state_dict().values(), strict=True):

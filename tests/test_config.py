@@ -369,15 +369,15 @@ def test_multi_node_training_is_one_srun_task_per_node(raw):
         "slurm_extra": "--signal=TERM@600"}
 
 
-def test_the_site_templates_partition_account_and_qos_reach_every_job_group(raw):
-    """configs/site-template.yaml over the paper's config: each group asks the SLURM plugin for its own
+def test_the_site_templates_partition_account_and_qos_reach_every_job_class(raw):
+    """configs/site-template.yaml over the paper's config: each job class asks the SLURM plugin for its own
     partition, account and QoS as the plugin's resources (the plugin refuses -p, -A and --qos in slurm_extra)."""
     config = merge(merge(raw, load(REPO / "configs" / "paper.yaml")), load(REPO / "configs" / "site-template.yaml"))
     config = validate_config(config, SCHEMA)
-    for group, partition in (("train", "gpu"), ("model", "gpu"), ("data", "cpu")):
-        resources = job_resources(config, group)
+    for job_class, partition in (("train", "gpu"), ("model", "gpu"), ("data", "cpu")):
+        resources = job_resources(config, job_class)
         assert (resources["slurm_partition"], resources["slurm_account"], resources["qos"]) == (
-            partition, "my-project", "normal"), group
+            partition, "my-project", "normal"), job_class
         validate_slurm_extra(SimpleNamespace(resources=SimpleNamespace(**resources)))  # what the plugin checks
     assert "qos" not in job_resources(validate_config(raw, SCHEMA), "train")  # null: the account's default
 

@@ -20,7 +20,7 @@ from normgrow.model.family import PREFIXES, attention_kernel, family
 from normgrow.model.student import BlockStackStudent
 from normgrow.train.data import TokenStore, collate
 from normgrow.train.diagnostics import diagnose
-from normgrow.train.outputs import student_from_checkpoint
+from normgrow.train.outputs import student_from_weights
 from normgrow.train.probe import massive_activations
 from normgrow.train.teacher import check_teacher, load_teacher
 
@@ -245,7 +245,7 @@ def test_every_workflow_step_takes_any_family(workspace, tmp_path, model_type):
     grown, first = (load_file(out / "student.safetensors") for out in reversed(phases))
     assert all(torch.equal(grown[name], first[name]) for name in first if name.startswith("blocks.0.")), \
         "phase 1 keeps phase 0's block (frozen: the curriculum trains the newest)"
-    student = student_from_checkpoint(phases[1] / "student.safetensors", teacher.config, "post",
+    student = student_from_weights(phases[1] / "student.safetensors", teacher.config, "post",
                                       config["student"], active_blocks=2)
     assert all(type(block[0].self_attn) is family(teacher.config).attention for block in student.blocks)
     report = diagnose(student, batch, [0])

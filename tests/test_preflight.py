@@ -110,7 +110,7 @@ def test_preflight_of_the_papers_config_and_the_site_template_on_a_fake_cluster(
     mine.write_text("resources:\n  train: {account: lab-a, runtime: 1440}\n  model: {account: lab-a}\n"
                     "  data: {account: lab-a}\n")
     assert main(["preflight", *site, str(mine)]) == 0
-    assert capsys.readouterr().out.strip() == "every job group fits a node of its partition, within its time limit"
+    assert capsys.readouterr().out.strip() == "every job class fits a node of its partition, within its time limit"
     fake_command(tmp_path, "sacctmgr", "", status=1)  # no accounting database
     assert main(["preflight", *site, str(mine)]) == 0
     assert "accounts and QoS not checked" in capsys.readouterr().out

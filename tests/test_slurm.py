@@ -116,7 +116,7 @@ def test_preflight_reads_the_real_sinfo(cluster, tmp_path):
                  str(REPO / "configs" / "ci.yaml")]
     ok = subprocess.run([*preflight, str(REPO / "tests" / "slurm" / "resources.yaml")], capture_output=True,
                         text=True, timeout=120)
-    assert ok.returncode == 0 and "every job group fits" in ok.stdout, ok.stdout + ok.stderr
+    assert ok.returncode == 0 and "every job class fits" in ok.stdout, ok.stdout + ok.stderr
     (tmp_path / "greedy.yaml").write_text("resources:\n  train: {gpus: 1}\n")
     greedy = subprocess.run([*preflight, str(tmp_path / "greedy.yaml")], capture_output=True, text=True, timeout=120)
     assert greedy.returncode == 1

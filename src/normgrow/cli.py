@@ -191,7 +191,7 @@ def print_preflight(args) -> int:
     if associations is None:
         print("accounts and QoS not checked: sacctmgr lists no associations here (no accounting database)")
     if not problems:
-        print("every job group fits a node of its partition, within its time limit")
+        print("every job class fits a node of its partition, within its time limit")
     return 1 if problems else 0
 
 

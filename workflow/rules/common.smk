@@ -31,7 +31,7 @@ from normgrow.design.curriculum import (
     KEY_LENGTH,
     TRAIN_SCIENCE,
     PhaseTable,
-    run_checkpoints,
+    run_snapshots,
     run_phases,
     snapshot_steps,
 )
@@ -108,7 +108,7 @@ def teacher_files_checked():
     return {"teacher_files": ancient("results/teacher/files.json")} if config["teacher"]["name"] else {}
 
 
-def teacher_param(wildcards, input):
+def teacher_source(wildcards, input):
     """What a job loads, `name` at `revision`: the configured hub id / path at teacher.revision, or the
     built teacher directory. (A param that reads `input` is no rerun trigger: see hub_teacher_params.)"""
     if config["teacher"]["name"]:
@@ -168,9 +168,9 @@ def all_phase_outputs(name="state"):
     return [phase_outputs(key)[name] for key in PHASES.specs]
 
 
-def phase_checkpoint_steps(wildcards):
-    """Global steps of the checkpoints that phase `wildcards.phase` of the run saved."""
-    return [step for phase, step in run_checkpoints(config, wildcards.run) if phase == int(wildcards.phase)]
+def phase_snapshot_steps(wildcards):
+    """Global steps of the snapshots that phase `wildcards.phase` of the run saved."""
+    return [step for phase, step in run_snapshots(config, wildcards.run) if phase == int(wildcards.phase)]
 
 
 def diagnosed_phase_dir(wildcards):
@@ -178,7 +178,7 @@ def diagnosed_phase_dir(wildcards):
 
 
 def all_diagnostics():
-    """One diagnostics report per phase (all its checkpoints) of every diagnosed run and seed."""
+    """One diagnostics report per phase (all its snapshots) of every diagnosed run and seed."""
     return [
         f"results/diagnostics/{run}/seed{seed}/phase{p}.json"
         for run in config["diagnostics"]["runs"]

@@ -6,10 +6,10 @@ rule diagnose:
     output:
         "results/diagnostics/{run}/seed{seed}/phase{phase}.json",
     params:
-        teacher=teacher_param,
+        teacher=teacher_source,
         placement=lambda wildcards: config["runs"][wildcards.run]["placement"],
         active_blocks=lambda wildcards: run_phases(config, wildcards.run)[int(wildcards.phase)].active_blocks,
-        steps=phase_checkpoint_steps,
+        steps=phase_snapshot_steps,
         student=config["student"],
     threads: config["threads"]
     log:
@@ -25,7 +25,7 @@ rule diagnose:
 
 
 # One scale of the formation study (configs/formation.yaml): the teacher's probes along pretraining
-# (teacher.pretrain.snapshots, each with its validation CE) and the diagnosed runs' checkpoints, in one file
+# (teacher.pretrain.snapshots, each with its validation CE) and the diagnosed runs' snapshots, in one file
 # the study reads (normgrow.paper.formation). Not the teacher's check: a teacher-only scale is read whatever
 # its CE (a student's phases still need the check).
 rule formation:

@@ -1,6 +1,6 @@
 # A run's final student as a transformers model directory (normgrow.model.export; docs/workflow.md,
 # Exporting a student): `snakemake --cores 1 results/export/{run}/seed{seed}`. A target of its own,
-# not part of results/paper. The export reads the last phase's checkpoint and holds it once, on the
+# not part of results/paper. The export reads the last phase's weights and holds them once, on the
 # CPU: a one-process job sized like those that hold a model (resources.model).
 rule export_student:
     input:
@@ -11,7 +11,7 @@ rule export_student:
     output:
         directory("results/export/{run}/seed{seed}"),
     params:
-        teacher=teacher_param,
+        teacher=teacher_source,
     log:
         "logs/export/{run}/seed{seed}.log",
     benchmark:

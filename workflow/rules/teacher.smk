@@ -53,8 +53,8 @@ rule check_teacher:
     output:
         "results/teacher/check.json",
     params:
-        teacher=teacher_param,
-        **hub_teacher_params(),  # a rerun trigger: teacher_param is none
+        teacher=teacher_source,
+        **hub_teacher_params(),  # a rerun trigger: teacher_source is none
         dtype=config["teacher"]["dtype"],
         min_margin_nats=config["teacher"]["min_margin_nats"],
     threads: config["threads"]
@@ -79,8 +79,8 @@ rule probe_teacher:
     output:
         "results/teacher/probe.json",
     params:
-        teacher=teacher_param,
-        **hub_teacher_params(),  # a rerun trigger: teacher_param is none
+        teacher=teacher_source,
+        **hub_teacher_params(),  # a rerun trigger: teacher_source is none
         dtype=config["teacher"]["dtype"],
     threads: config["threads"]
     log:

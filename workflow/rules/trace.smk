@@ -7,8 +7,8 @@ rule trace:
     output:
         "results/trace/trace.json",
     params:
-        teacher=teacher_param,
-        **hub_teacher_params(),  # a rerun trigger: teacher_param is none
+        teacher=teacher_source,
+        **hub_teacher_params(),  # a rerun trigger: teacher_source is none
         # the science the trace reads (a change reruns it); the execution settings it reads
         # (resources, train.loss_chunk, train.activation_checkpointing) come from the config
         student=config["student"],

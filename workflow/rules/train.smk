@@ -37,7 +37,7 @@ for group in GROUPS:
             phases=list(group.keys),
             # tracked: a rerun trigger (a phase alone's as one number, as it was before phases shared a rule)
             snapshots=[PHASES.snapshots[key] for key in group.keys] if len(group.keys) > 1 else PHASES.snapshots[group.id],
-            teacher=teacher_param,
+            teacher=teacher_source,
             phase_dir=lambda wildcards: PHASE_DIR,  # a function: a string would be formatted with wildcards
             code=PHASE_CODE,  # what decides a rerun on code: the phase code's digest (comment above)
         threads: config["threads"]

@@ -10,6 +10,7 @@ from normgrow.design.config import rank_batch_size
 from normgrow.design.logs import job_log
 from normgrow.train.data import TokenStore
 from normgrow.train.distributed import default_device
+from normgrow.train.outputs import write_json
 from normgrow.train.teacher import check_teacher, load_teacher
 
 with job_log(snakemake.log[0]):
@@ -25,4 +26,4 @@ with job_log(snakemake.log[0]):
     print(json.dumps(report, indent=2))
     if report["problems"]:
         raise SystemExit(f"teacher check failed for {source['name']}: " + "; ".join(report["problems"]))
-    Path(snakemake.output[0]).write_text(json.dumps(report, indent=2) + "\n")
+    write_json(Path(snakemake.output[0]), report)

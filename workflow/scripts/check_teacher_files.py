@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from normgrow.design.logs import job_log
+from normgrow.train.outputs import write_json
 from normgrow.train.teacher import check_teacher_files
 
 with job_log(snakemake.log[0]):
@@ -14,4 +15,4 @@ with job_log(snakemake.log[0]):
         print(message)
         raise SystemExit(message) from None
     print(json.dumps(report, indent=2))
-    Path(snakemake.output[0]).write_text(json.dumps(report, indent=2) + "\n")
+    write_json(Path(snakemake.output[0]), report)

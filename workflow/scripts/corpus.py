@@ -7,6 +7,7 @@ from pathlib import Path
 from normgrow.design.config import built_runs, train_docs_required
 from normgrow.design.logs import job_log
 from normgrow.train.data import load_corpus, split_corpus
+from normgrow.train.outputs import write_json
 
 with job_log(snakemake.log[0]):
     data = snakemake.params.data
@@ -26,5 +27,5 @@ with job_log(snakemake.log[0]):
                          f"built read {required}: lower train.phase_steps or train.batch_size, or use a "
                          f"larger corpus (data.source)")
     manifest = {"source": data["source"], "split_seed": data["split_seed"], **counts}
-    Path(snakemake.output.manifest).write_text(json.dumps(manifest, indent=2) + "\n")
+    write_json(Path(snakemake.output.manifest), manifest)
     print(json.dumps(manifest, indent=2))

@@ -1,5 +1,6 @@
-"""Boundary RMS, token-type split and block removal of every checkpoint a phase saved, on the
-fixed diagnostic batch: one JSON per phase, holding every checkpoint's report."""
+"""Boundary RMS, token-type split and block removal of every snapshot a phase saved, on the
+fixed diagnostic batch: one JSON per phase, holding every snapshot's report (under the key
+`checkpoints`, a format the paper reads)."""
 
 import json
 from pathlib import Path
@@ -11,7 +12,7 @@ from normgrow.design.logs import job_log
 from normgrow.train.data import Batch, TokenStore, collate
 from normgrow.train.diagnostics import diagnose
 from normgrow.train.distributed import default_device
-from normgrow.train.outputs import student_from_checkpoint, write_json
+from normgrow.train.outputs import student_from_weights, write_json
 
 with job_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)
@@ -25,7 +26,7 @@ with job_log(snakemake.log[0]):
     teacher_config = AutoConfig.from_pretrained(p.teacher["name"], revision=p.teacher["revision"])
     reports = []
     for step in p.steps:
-        student = student_from_checkpoint(Path(snakemake.input.snapshots) / f"step{step}.safetensors",
+        student = student_from_weights(Path(snakemake.input.snapshots) / f"step{step}.safetensors",
                                           teacher_config, p.placement, p.student, p.active_blocks).to(device)
         reports.append({"run": w.run, "seed": int(w.seed), "phase": int(w.phase), "global_step": step,
                         "placement": p.placement, **diagnose(student, batch, meta["special_ids"],

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from normgrow.design.logs import job_log
+from normgrow.train.outputs import write_json
 
 with job_log(snakemake.log[0]):
     snapshots = snakemake.input.teacher_snapshots
@@ -13,5 +14,5 @@ with job_log(snakemake.log[0]):
         for path in snakemake.input.diagnostics for report in json.loads(Path(path).read_text())["checkpoints"]]
     bundle = {"teacher_snapshots": json.loads(Path(snapshots[0]).read_text()) if snapshots else None,
               "diagnostics": checkpoints}
-    Path(snakemake.output[0]).write_text(json.dumps(bundle, indent=2) + "\n")
+    write_json(Path(snakemake.output[0]), bundle)
     print(f"{len(checkpoints)} diagnosed checkpoints, teacher snapshots: {bool(snapshots)}")

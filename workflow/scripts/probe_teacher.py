@@ -9,6 +9,7 @@ import torch
 from normgrow.design.logs import job_log
 from normgrow.train.data import TokenStore, fixed_batches
 from normgrow.train.distributed import default_device
+from normgrow.train.outputs import write_json
 from normgrow.train.probe import massive_activations
 from normgrow.train.teacher import load_teacher
 
@@ -24,4 +25,4 @@ with job_log(snakemake.log[0]):
     layers = massive_activations(teacher.to(default_device()), batch.to(default_device()), meta["special_ids"])
     probe = {"documents": len(store), "real_tokens": batch.tokens, "layers": layers}
     print(json.dumps(probe, indent=2))
-    Path(snakemake.output[0]).write_text(json.dumps(probe, indent=2) + "\n")
+    write_json(Path(snakemake.output[0]), probe)

@@ -10,6 +10,7 @@ from normgrow.design.logs import job_log
 from normgrow.train.data import TokenStore, fixed_batches
 from normgrow.train.distributed import default_device
 from normgrow.train.evaluate import causal_lm_ce
+from normgrow.train.outputs import write_json
 from normgrow.train.probe import massive_activations
 from normgrow.train.teacher import load_teacher
 
@@ -32,4 +33,4 @@ with job_log(snakemake.log[0]):
         print(f"step {step}: validation CE {ce:.4f}, max/median RMS "
               f"{max(r['max_over_median'] for r in layers):.2f}")
     probe = {"documents": len(diag), "real_tokens": batch.tokens, "snapshots": snapshots}
-    Path(snakemake.output[0]).write_text(json.dumps(probe, indent=2) + "\n")
+    write_json(Path(snakemake.output[0]), probe)

@@ -5,10 +5,11 @@ import json
 from pathlib import Path
 
 from normgrow.design.logs import job_log
+from normgrow.train.outputs import write_json
 
 with job_log(snakemake.log[0]):
     index = Path(snakemake.output[0])
     w = snakemake.wildcards
     entries = snakemake.params.phases
-    index.write_text(json.dumps({"run": w.run, "seed": int(w.seed), "phases": entries}, indent=2) + "\n")
+    write_json(index, {"run": w.run, "seed": int(w.seed), "phases": entries})
     print(json.dumps(entries, indent=1))

@@ -8,6 +8,7 @@ from transformers import AutoTokenizer
 
 from normgrow.design.logs import job_log
 from normgrow.train.data import boundary_id, read_texts, save_tokens, sha256_of, tokenize_corpus
+from normgrow.train.outputs import write_json
 
 with job_log(snakemake.log[0]):
     data = snakemake.params.data
@@ -27,5 +28,5 @@ with job_log(snakemake.log[0]):
         save_tokens(tokenize_corpus(tokenizer, read_texts(path), boundary, limit, summary,
                                     position=data["boundary_position"]), out / split)
         summary["text_sha256"] = sha256_of(Path(path))
-    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_json(out / "meta.json", meta)
     print(json.dumps(meta["splits"], indent=2))

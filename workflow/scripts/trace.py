@@ -1,6 +1,5 @@
 """The memory trace of the configuration's GPU jobs (normgrow.cluster.trace); the job fails if they do not fit."""
 
-import json
 from pathlib import Path
 
 from transformers import AutoConfig
@@ -8,6 +7,7 @@ from transformers import AutoConfig
 from normgrow.cluster.trace import format_trace, trace
 from normgrow.design.config import training_ranks
 from normgrow.design.logs import job_log
+from normgrow.train.outputs import write_json
 
 with job_log(snakemake.log[0]):
     # science from the rule's params (normgrow.design.kinds), execution settings from the config
@@ -22,4 +22,4 @@ with job_log(snakemake.log[0]):
     if not result["fits"]:
         raise SystemExit(f"the traced peak exceeds 90% of resources.train.gpu_gb ({result['gpu_gb']:g} GB): "
                          "lower train.batch_size or data.max_length, or use more GPUs")
-    Path(snakemake.output[0]).write_text(json.dumps(result, indent=2) + "\n")
+    write_json(Path(snakemake.output[0]), result)

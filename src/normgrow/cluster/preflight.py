@@ -2,7 +2,7 @@
 
 SLURM refuses a job whose request no node can satisfy ("Requested node configuration is not
 available"), whose time limit exceeds its partition's, or whose account or QoS the user has no
-association with, only after the DAG has been built and submitted. This compares every job group of
+association with, only after the DAG has been built and submitted. This compares every job class of
 the config (`resources.train`, `.model`, `.data`: GPUs, CPUs per GPU, memory, run time) with the nodes
 and partitions `sinfo` reports, and its account and QoS with the user's associations `sacctmgr`
 lists, before anything is submitted, and names the key to change.
@@ -81,13 +81,13 @@ def default_partition(text: str) -> str | None:
 
 
 def check_resources(config: dict, nodes: list[Node], default: str | None) -> list[str]:
-    """One line per job group whose request fits no node of its partition, or whose run time exceeds the
+    """One line per job class whose request fits no node of its partition, or whose run time exceeds the
     partition's time limit, naming the key."""
     problems = []
-    for group, spec in config["resources"].items():
+    for job_class, spec in config["resources"].items():
         partition = spec.get("partition") or default
         candidates = [n for n in nodes if n.partition == partition]
-        where = f"resources.{group}"
+        where = f"resources.{job_class}"
         if not candidates:
             problems.append(f"{where}.partition: no node in partition {partition!r} "
                             f"(sinfo lists {', '.join(sorted({n.partition for n in nodes}))})")
@@ -122,11 +122,11 @@ def check_resources(config: dict, nodes: list[Node], default: str | None) -> lis
 
 
 def check_accounts(config: dict, associations: list[Association] | None) -> list[str]:
-    """One line per job group whose account is a placeholder, or (with the user's `associations`; None:
+    """One line per job class whose account is a placeholder, or (with the user's `associations`; None:
     not known) no account of the user's, or whose QoS that account may not use on its partition."""
     problems = []
-    for group, spec in config["resources"].items():
-        where, account, qos = f"resources.{group}", spec.get("account"), spec.get("qos")
+    for job_class, spec in config["resources"].items():
+        where, account, qos = f"resources.{job_class}", spec.get("account"), spec.get("qos")
         known = sorted({a.account for a in associations or []})
         if account in PLACEHOLDER_ACCOUNTS:
             problems.append(f"{where}.account: {account!r} is the site template's placeholder: set your SLURM "

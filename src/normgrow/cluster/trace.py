@@ -324,8 +324,8 @@ def format_trace(t: dict) -> str:
         lines.append(f"{name} (one GPU): weights {job['weights']:.2f} GiB + working set {job['working set']:.2f} GiB "
                      f"= {job['weights'] + job['working set']:.2f} GiB; largest tensor {largest['gib']:.2f} GiB "
                      f"{largest['shape']}")
-    verdict = "fits" if t["fits"] else "does NOT fit"
-    lines.append(f"→ {verdict} in 90% of {t['gpu_gb']:g} GB ({0.9 * t['gpu_gb']:.0f} GB)")
+    fit = "fits" if t["fits"] else "does NOT fit"
+    lines.append(f"→ {fit} in 90% of {t['gpu_gb']:g} GB ({0.9 * t['gpu_gb']:.0f} GB)")
     if "largest_rows" in t:
         lines.append(f"largest per-rank batch that fits: {t['largest_rows']} documents × {t['tokens']:,} tokens "
                      f"(train.batch_size ≤ {t['largest_rows'] * t['gpus']} on {t['gpus']} GPUs)")

@@ -132,15 +132,15 @@ def _strings_read_as_typed(parsed, typed):
 
 
 def train_docs_required(config: dict, runs: list[str] | None = None) -> int:
-    """The most training documents any of `runs` reads (default: every run defined), its data states
+    """The most training documents any of `runs` reads (default: every run defined), its data positions
     replayed without training."""
     batch, shard = config["train"]["batch_size"], shard_docs(config)
     needed = 0
     for run in config["runs"] if runs is None else runs:
-        state = DataPosition()
+        position = DataPosition()
         for phase in run_phases(config, run):
-            state = phase.start_position(state).advanced(phase.steps * batch, shard)
-            needed = max(needed, state.high_water)
+            position = phase.start_position(position).advanced(phase.steps * batch, shard)
+            needed = max(needed, position.high_water)
     return needed
 
 
@@ -188,7 +188,7 @@ def check_growth(phase: dict, where: str, appends: bool, steps: int, snapshots: 
     first = snapshot_steps(steps, snapshots)[0] if snapshots else steps
     if operator == "ramp" and growth["steps"] > first:
         raise ConfigError(f"{where}.steps: a ramp of {growth['steps']} updates outlasts the phase's first "
-                          f"diagnostic checkpoint (update {first} of {steps}, diagnostics.snapshots_per_phase "
+                          f"snapshot (update {first} of {steps}, diagnostics.snapshots_per_phase "
                           f"{snapshots}), which is diagnosed as the plain block: shorten the ramp")
 
 
@@ -201,18 +201,18 @@ def check_config(config: dict) -> None:
             raise ConfigError(f"{where}.curriculum: {spec['curriculum']!r} is not defined under "
                               f"curricula ({', '.join(sorted(config['curricula']))})")
     for name, phases in config["curricula"].items():
-        previous = 0
+        active_before = 0
         for i, phase in enumerate(phases):
             where = f"curricula.{name}[{i}].active_blocks"
             active = phase["active_blocks"]
             if active > blocks:
                 raise ConfigError(f"{where}: {active} blocks, but student.blocks is {blocks}")
-            if active < previous:
-                raise ConfigError(f"{where}: blocks cannot be removed ({previous} → {active})")
-            check_growth(phase, f"curricula.{name}[{i}].growth", appends=i > 0 and active > previous,
+            if active < active_before:
+                raise ConfigError(f"{where}: blocks cannot be removed ({active_before} → {active})")
+            check_growth(phase, f"curricula.{name}[{i}].growth", appends=i > 0 and active > active_before,
                          steps=phase.get("steps", config["train"]["phase_steps"]),
                          snapshots=config["diagnostics"]["snapshots_per_phase"])
-            previous = active
+            active_before = active
     for run in config["diagnostics"]["runs"]:
         if run not in config["runs"]:
             raise ConfigError(f"diagnostics.runs: {run!r} is not a run defined under runs")
@@ -450,8 +450,9 @@ def rank_batch_size(config: dict) -> int:
     return max(1, config["train"]["batch_size"] // training_ranks(config))
 
 
-def job_resources(config: dict, group: str, students: int = 1) -> dict:
-    """Snakemake resources of a job of `group` (train, model, data) for the SLURM executor plugin.
+def job_resources(config: dict, job_class: str, students: int = 1) -> dict:
+    """Snakemake resources of a job of `job_class` (train, model, data: the jobs that share one `resources.*`
+    section) for the SLURM executor plugin.
 
     A training job of several `students` (a group on one teacher forward per batch) asks for
     `students` times the memory and run time of one phase: an upper bound (the teacher and the
@@ -464,8 +465,8 @@ def job_resources(config: dict, group: str, students: int = 1) -> dict:
     normgrow.cluster.launch starts torchrun on every node itself. A training job asks SLURM for SIGTERM
     `warning_seconds` before its time limit (`--signal=TERM@N`; its processes save a state on SIGTERM).
     A `gpu_model` asks for that GPU type, a `constraint` for node features (sbatch -C); a `reservation`
-    and the group's own `slurm_extra` flags follow the signal flag in the plugin's slurm_extra."""
-    spec = config["resources"][group]
+    and the class's own `slurm_extra` flags follow the signal flag in the plugin's slurm_extra."""
+    spec = config["resources"][job_class]
     resources = {"mem_mb": spec["mem_mb"] * students, "runtime": spec["runtime"] * students}
     if spec["partition"]:
         resources["slurm_partition"] = spec["partition"]

@@ -66,16 +66,16 @@ class DataPosition:
 DATA_POLICIES = ("continue", "reset", "fresh")
 
 
-def phase_start_position(policy: str, previous: DataPosition) -> DataPosition:
+def phase_start_position(policy: str, previous_end: DataPosition) -> DataPosition:
     """The iterator at the start of a phase under data policy `continue` (where the previous phase
-    left it), `reset` (the start of the shard) or `fresh` (stream mode, at the first document not
-    yet read in this run)."""
+    left it: `previous_end`), `reset` (the start of the shard) or `fresh` (stream mode, at the first
+    document not yet read in this run)."""
     if policy == "continue":
-        return previous
+        return previous_end
     if policy == "reset":
-        return replace(previous, mode="shard", position=0)
+        return replace(previous_end, mode="shard", position=0)
     if policy == "fresh":
-        return replace(previous, mode="stream", position=previous.high_water)
+        return replace(previous_end, mode="stream", position=previous_end.high_water)
     raise ValueError(f"unknown data policy {policy!r} ({', '.join(DATA_POLICIES)})")
 
 
@@ -156,8 +156,8 @@ class Phase:
         return lr_at(self.schedule_offset + t, self.schedule_length, training.lr, training.min_lr,
                      training.warmup_fraction)
 
-    def start_position(self, previous: DataPosition) -> DataPosition:
-        return phase_start_position(self.data, previous)
+    def start_position(self, previous_end: DataPosition) -> DataPosition:
+        return phase_start_position(self.data, previous_end)
 
     def identity(self) -> dict:
         """What of this phase determines its result, normalised (see the module docstring)."""
@@ -341,7 +341,7 @@ def run_specs(config: dict, run: str, seed: int | str) -> list[PhaseSpec]:
 
 # ---------------------------------------------------------------- snapshots for the diagnostics
 def snapshots_per_phase(config: dict, run: str) -> int:
-    """Checkpoints a phase of `run` saves for the diagnostics (0: only its final checkpoint)."""
+    """Snapshots a phase of `run` saves for the diagnostics (0: none; the last is at the phase's end)."""
     diagnostics = config.get("diagnostics", {})
     return diagnostics.get("snapshots_per_phase", 3) if run in diagnostics.get("runs", []) else 0
 
@@ -351,8 +351,8 @@ def snapshot_steps(steps: int, count: int) -> list[int]:
     return sorted({max(1, round(k * steps / count)) for k in range(1, count + 1)}) if count else []
 
 
-def run_checkpoints(config: dict, run: str) -> list[tuple[int, int]]:
-    """(phase, global step) of every checkpoint of `run` its diagnostics read, in order."""
+def run_snapshots(config: dict, run: str) -> list[tuple[int, int]]:
+    """(phase, global step) of every snapshot of `run` its diagnostics read, in order."""
     out, offset = [], 0
     for phase in run_phases(config, run):
         out += [(phase.index, offset + t) for t in snapshot_steps(phase.steps, snapshots_per_phase(config, run))]

@@ -13,7 +13,7 @@ from normgrow.design.kinds import keys_of
 TRAIN_EXECUTION = keys_of(("train",), "execution")  # train.* keys of kind execution in the schema
 
 # What a phase writes, its declared outputs by name (workflow/rules/common.smk declares them from these), and the
-# diagnostic checkpoints saved during the phase, a directory beside them.
+# snapshots (the weights saved for the diagnostics along the phase), a directory beside them.
 PHASE_FILES = {"student": "student.safetensors", "state": "state.json", "train": "train.csv", "eval": "eval.csv"}
 SNAPSHOTS_DIR = "snapshots"
 
@@ -64,8 +64,9 @@ class Tracking:
 class Execution:
     """How a phase runs and what it keeps besides its result; none of it changes what the phase
     learns, so none of it is in the key (`padding_free`, like the number of ranks, changes its
-    weights and metrics within float rounding only). `snapshots`: intermediate checkpoints kept for
-    the diagnostics (0: only the final one); `tracking`: where the live curves go (normgrow.train.tracking)."""
+    weights and metrics within float rounding only). `snapshots`: the weights saved for the
+    diagnostics along the phase, the last at its end (0: none); `tracking`: where the live curves go
+    (normgrow.train.tracking)."""
 
     threads: int
     resume_every: int

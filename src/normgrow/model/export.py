@@ -15,7 +15,7 @@ that `AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` 
   modules of normgrow.model it imports (student, layout, family) and loads with
   `trust_remote_code=True` where normgrow is not installed.
 
-The checkpoint records neither K nor L: they are read from its parameter names (`blocks.b.i.*`) and
+The weights record neither K nor L: they are read from their parameter names (`blocks.b.i.*`) and
 checked against state.json's active layers.
 """
 
@@ -44,31 +44,31 @@ RELATIVE_IMPORT = re.compile(r"^from normgrow\.model\.(\w+) import", flags=re.MU
 
 
 def read_phase(phase_dir: Path) -> dict:
-    """The phase's placement, K, L and active blocks, from state.json and the checkpoint's names;
+    """The phase's placement, K, L and active blocks, from state.json and the weights' names;
     a FileNotFoundError or ValueError naming the file for a directory that is not a phase's output."""
     phase_dir = Path(phase_dir)
-    state_path, weights = phase_dir / PHASE_FILES["state"], phase_dir / PHASE_FILES["student"]
-    record = PhaseRecord.read(state_path)
+    record_path, weights = phase_dir / PHASE_FILES["state"], phase_dir / PHASE_FILES["student"]
+    record = PhaseRecord.read(record_path)
     if not weights.is_file():
         raise FileNotFoundError(f"{weights}: missing; a phase directory (results/phases/{{key}}) holds "
                                 "student.safetensors and state.json")
     try:
         layer_kinds(record.placement, 1)
     except ValueError as error:
-        raise ValueError(f"{state_path}: {error}") from None
+        raise ValueError(f"{record_path}: {error}") from None
     try:
         with safe_open(str(weights), "pt") as tensors:
             shapes = {name: tuple(tensors.get_slice(name).get_shape()) for name in tensors.keys()}
     except Exception as error:  # safetensors raises its own error types for a truncated header
-        raise ValueError(f"{weights}: unreadable checkpoint ({error})") from None
+        raise ValueError(f"{weights}: unreadable weights ({error})") from None
     indices = [tuple(map(int, m.groups())) for m in map(BLOCK.match, shapes) if m]
     if not indices:
         raise ValueError(f"{weights}: holds no block-stack student (no blocks.b.i.* parameters)")
     blocks, layers = max(b for b, _ in indices) + 1, max(i for _, i in indices) + 1
     active = record.active_blocks
     if not 1 <= active <= blocks or record.active_layers != active * layers:
-        raise ValueError(f"{state_path}: active_blocks {active} / active_layers {record.active_layers} "
-                         f"do not fit the checkpoint's {blocks} blocks of {layers} layers ({weights})")
+        raise ValueError(f"{record_path}: active_blocks {active} / active_layers {record.active_layers} "
+                         f"do not fit the weights' {blocks} blocks of {layers} layers ({weights})")
     return {"placement": record.placement, "blocks": blocks, "layers_per_block": layers, "active_blocks": active,
             "weights": weights, "shapes": shapes}
 
@@ -102,13 +102,13 @@ def export_config(teacher_config, layers: int):
 
 
 def exported_tensors(phase: dict) -> dict[str, torch.Tensor]:
-    """The checkpoint's tensors, the inactive blocks' left out."""
+    """The weights' tensors, the inactive blocks' left out."""
     from safetensors.torch import load_file
 
     try:
         tensors = load_file(str(phase["weights"]))
     except Exception as error:  # safetensors' own error types, e.g. for truncated data
-        raise ValueError(f"{phase['weights']}: unreadable checkpoint ({error})") from None
+        raise ValueError(f"{phase['weights']}: unreadable weights ({error})") from None
     return {name: tensor for name, tensor in tensors.items()
             if not (m := BLOCK.match(name)) or int(m.group(1)) < phase["active_blocks"]}
 
@@ -127,14 +127,14 @@ def own_name(name: str, layers_per_block: int, norm_names: dict) -> str:
 
 
 def check_fit(phase: dict, teacher_config) -> None:
-    """The checkpoint's parameter names and shapes against those of a weightless (meta) student of the
+    """The weights' parameter names and shapes against those of a weightless (meta) student of the
     teacher's dimensions: a ValueError naming the file when the placement, K, L or teacher differ."""
     K, L = phase["blocks"], phase["layers_per_block"]
     with torch.device("meta"):
         student = BlockStackStudent(student_config(teacher_config, K * L), phase["placement"], K, L)
     expected = {name: tuple(t.shape) for name, t in student.state_dict().items()}
     found = phase["shapes"]
-    differences = [f"{name}: {found.get(name, 'missing')} in the checkpoint, {expected.get(name, 'none')} expected"
+    differences = [f"{name}: {found.get(name, 'missing')} in the weights, {expected.get(name, 'none')} expected"
                    for name in sorted(expected.keys() | found.keys()) if found.get(name) != expected.get(name)]
     if differences:
         raise ValueError(f"{phase['weights']}: does not fit a {phase['placement']} student of {K} blocks × {L} "

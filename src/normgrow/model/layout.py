@@ -29,8 +29,9 @@ BRANCHES = {"attn": "Attn", "mlp": "MLP"}  # how the equations name each sub-lay
 
 @dataclass(frozen=True)
 class NormSite:
-    """One RMSNorm of a layer: the layer's attribute holding it, its sub-layer (`attn`, `mlp`) and
-    its position there (`input`, `output`, `sum`)."""
+    """One RMSNorm of a layer: the layer's attribute holding it (`module`: a parameter name in the saved
+    weights, so it names the norm, not always its sub-layer: HybridNorm's), its sub-layer (`attn`, `mlp`)
+    and its position there (`input`, `output`, `sum`)."""
 
     module: str
     sublayer: str
@@ -86,6 +87,9 @@ LAYOUTS: dict[str, Layout] = {
     "sandwich": Layout(_norms(("attn_layernorm", "attn", "input"), ("attn_out_layernorm", "attn", "output"),
                               ("mlp_layernorm", "mlp", "input"), ("mlp_out_layernorm", "mlp", "output")), "final"),
     "deepnorm": Layout(_POST, "entry", scaled_residual=True),
+    # HybridNorm's one norm sits on the attention sum, h ← N_m(h + Attn_qkv(h)), whose output is the MLP's input
+    # (the norm pre-norm's MLP reads): hence its attribute `mlp_layernorm`, a parameter name in every
+    # HybridNorm student's weights (blocks.b.i.mlp_layernorm.weight), kept so that saved weights still load.
     "hybridnorm": Layout(_norms(("mlp_layernorm", "attn", "sum")), "final", qkv_norm=True),
 }
 MIX = re.compile(r"mix-ln(?:@(\d+))?")

@@ -34,6 +34,7 @@ import traceback
 from pathlib import Path
 
 from normgrow.design.execution import ERROR_FILES, FINISHED_DIR, PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR
+from normgrow.train.outputs import write_json
 
 
 class PreviousAttemptFailed(RuntimeError):
@@ -43,14 +44,6 @@ class PreviousAttemptFailed(RuntimeError):
 class RetryableError(RuntimeError):
     """An error a retry need not repeat (the file system's, while a resume state is written): not recorded, so
     that the retry resumes from the newest saved state."""
-
-
-def write_json_atomically(path: Path, data: dict) -> None:
-    """`data` as JSON at `path`, through a temporary file of this process's own (ranks may write side by side)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------ the finished record
@@ -81,7 +74,7 @@ def keep_finished(out: Path, spec_hash: str) -> None:
         link.parent.mkdir(parents=True, exist_ok=True)
         link.hardlink_to(Path(out) / name)
         files[name] = link.stat().st_size
-    write_json_atomically(manifest, {"spec": spec_hash, "files": files})
+    write_json(manifest, {"spec": spec_hash, "files": files}, indent=None)
 
 
 def verified_finished(out: Path, spec_hash: str, log) -> dict[str, int] | None:
@@ -135,9 +128,9 @@ def record_error(out: Path, error: BaseException, alone: bool = False) -> None:
     in one process is rank 0 of 1). `alone`: the error refuses the retries without the other ranks' records
     (an out-of-memory error: its peers are killed waiting for it)."""
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    write_json_atomically(Path(out) / RESUME_DIR / ERROR_FILES.replace("*", str(rank)), {
+    write_json(Path(out) / RESUME_DIR / ERROR_FILES.replace("*", str(rank)), {
         "rank": rank, "world": world, "error": f"{type(error).__name__}: {error}", "alone": alone,
-        "traceback": "".join(traceback.format_exception(error))})
+        "traceback": "".join(traceback.format_exception(error))}, indent=None)
 
 
 def recorded_errors(out: Path) -> list[dict]:

@@ -395,7 +395,7 @@ class DocumentIterator:
         return collate(self.store.get(indices), self.pad_id)
 
     def unique_tokens(self, start: DataPosition, end: DataPosition) -> int:
-        """Tokens of the documents first read between two states (unique-token accounting)."""
+        """Tokens of the documents first read between two data positions (unique-token accounting)."""
         read = [self.in_reading_order(n) for n in range(start.high_water, end.high_water)]
         return int(self.store.lengths[read].sum())
 

@@ -1,29 +1,42 @@
 """A job's files: the student's unsharded weights (safetensors) and JSON (a phase's state.json, the
-diagnostics), written atomically, and the student loaded back from them."""
+diagnostics, the resume and attempt records), each written by the one atomic writer here, and the
+student loaded back from its weights. Imports torch only to save or load weights: the attempt records
+(normgrow.train.attempts) are written without it."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from safetensors.torch import load_file, save_file
+if TYPE_CHECKING:
+    import torch
 
 
-def atomic_write(path: Path, write) -> None:
-    """Call `write(tmp_path)`, then rename onto `path`: readers never see a partial file."""
+def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
+    """Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`: readers never see a
+    partial file. The temporary file is this process's own, so that ranks may write side by side."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     write(tmp)
     os.replace(tmp, path)
+
+
+def write_json(path: Path, data: dict, indent: int | None = 2) -> None:
+    """`data` as JSON at `path`, atomically: indented with a final newline, or on one line (`indent` None)."""
+    text = json.dumps(data, indent=indent) + ("\n" if indent is not None else "")
+    atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def save_student(student: torch.nn.Module, path: Path) -> None:
     """The student's full, unsharded weights as one safetensors file that loads in a single process.
 
     For a sharded (FSDP2) student this is a collective: every rank calls it, rank 0 writes."""
+    from safetensors.torch import save_file
+
     from normgrow.train.distributed import full_state_dict, is_main_process
 
     tensors = {k: v.contiguous() for k, v in full_state_dict(student).items()}
@@ -41,37 +54,32 @@ def current_umask() -> int:
     return mask
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint that is missing, unreadable, or does not fit the student."""
+class WeightsError(RuntimeError):
+    """A phase's saved weights (its student.safetensors or a snapshot) missing, unreadable, or not fitting
+    the student."""
 
 
 def load_student(student: torch.nn.Module, path: Path) -> None:
-    """Load a phase checkpoint into `student`, with one clear error for every way it can fail."""
+    """Load a phase's saved weights into `student`, with one clear error for every way it can fail."""
+    from safetensors.torch import load_file
+
     path = Path(path)
     hint = "rerun the phase that writes it (snakemake --forcerun <that phase's state.json>)"
     if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint missing; {hint}")
+        raise WeightsError(f"{path}: weights missing; {hint}")
     try:
         tensors = load_file(str(path))
     except Exception as error:  # safetensors raises its own error types for truncated headers and data
-        raise CheckpointError(f"{path}: unreadable or truncated checkpoint ({error}); {hint}") from None
+        raise WeightsError(f"{path}: unreadable or truncated weights ({error}); {hint}") from None
     try:
         student.load_state_dict(tensors, strict=True)
     except RuntimeError as error:
-        raise CheckpointError(f"{path}: does not fit this student (placement, blocks, layers or teacher "
-                              f"dimensions differ): {str(error).splitlines()[0]}") from None
+        raise WeightsError(f"{path}: does not fit this student (placement, blocks, layers or teacher "
+                           f"dimensions differ): {str(error).splitlines()[0]}") from None
 
 
-def write_json(path: Path, data: dict) -> None:
-    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2) + "\n"))
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(Path(path).read_text())
-
-
-def student_from_checkpoint(path: Path, teacher_config, placement: str, student: dict, active_blocks: int):
-    """A student rebuilt from the teacher's config (no teacher weights) and a saved checkpoint."""
+def student_from_weights(path: Path, teacher_config, placement: str, student: dict, active_blocks: int):
+    """A student rebuilt from the teacher's config (no teacher weights) and a phase's saved weights."""
     from normgrow.model.student import BlockStackStudent, student_config
 
     layers = student["blocks"] * student["layers_per_block"]

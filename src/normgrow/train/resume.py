@@ -36,7 +36,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from normgrow.design.execution import SNAPSHOTS_DIR
 from normgrow.train.attempts import RetryableError
 from normgrow.train.distributed import Ranks
-from normgrow.train.outputs import atomic_write
+from normgrow.train.outputs import write_json
 
 
 class CorruptStateError(RuntimeError):
@@ -162,13 +162,13 @@ class ResumeStore:
         dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=target)
         self.checked.pop(target, None)
         if self.ranks.main:
-            (target / "progress.json").write_text(json.dumps({"rng": rng_state(), "progress": progress}))
+            write_json(target / "progress.json", {"rng": rng_state(), "progress": progress}, indent=None)
         files = self._hashes(target)
         if files is None:
             raise OSError(f"could not read back the resume state {target} to hash it")
         if self.ranks.main:
             manifest = {"step": step, "files": files, "spec": self.spec_hash}
-            atomic_write(target.with_suffix(".json"), lambda tmp: tmp.write_text(json.dumps(manifest)))
+            write_json(target.with_suffix(".json"), manifest, indent=None)
             for old in [m for m in self._manifests() if self._own(m)][self.keep:]:
                 old.unlink()
                 shutil.rmtree(old.with_suffix(""), ignore_errors=True)
