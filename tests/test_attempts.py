@@ -367,12 +367,12 @@ def test_an_out_of_memory_error_is_recorded_to_refuse_the_retries_alone(setup, m
     other exception as one rank's part of the job's failure."""
     import torch
 
-    from normgrow.train.trainer import GroupTrainer
+    from normgrow.train.trainer import Trainer
 
     def fail(self):
         raise torch.OutOfMemoryError("CUDA out of memory") if error == "OutOfMemoryError" else ValueError("bad")
 
-    monkeypatch.setattr(GroupTrainer, "run", fail)
+    monkeypatch.setattr(Trainer, "run", fail)
     out = setup["root"] / f"failed-{error}"
     with pytest.raises((torch.OutOfMemoryError, ValueError)):
         launch(setup, out, attempt=1)

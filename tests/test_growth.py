@@ -201,20 +201,17 @@ def first_updates_of_phase1(workspace, phase0, monkeypatch, growth: dict, check,
     """Phase 1 of the 3-block run with `growth`, trained through the trainer from `phase0`: `check(t,
     student, rows, gate)` sees the student and the ramp's gate as update t computes its loss, for the first
     `updates` updates; then the phase stops."""
-    from normgrow.train.forward import Distillation
+    forward, seen = BlockStackStudent.forward, []
 
-    terms, seen = Distillation.terms, []
+    def hooked(student, input_ids, attention_mask, position_ids=None, gate=None, skip_block=None):
+        if torch.is_grad_enabled():  # an update, not an evaluation
+            seen.append(len(seen) + 1)
+            check(seen[-1], student, Batch(input_ids, attention_mask, position_ids), gate)
+            if len(seen) == updates:
+                raise Seen
+        return forward(student, input_ids, attention_mask, position_ids, gate, skip_block)
 
-    def hooked(self, student, teacher, inputs, gate=None):
-        if not torch.is_grad_enabled():  # an evaluation, not an update
-            return terms(self, student, teacher, inputs, gate=gate)
-        seen.append(len(seen) + 1)
-        check(seen[-1], student, inputs.rows, gate)
-        if len(seen) == updates:
-            raise Seen
-        return terms(self, student, teacher, inputs, gate=gate)
-
-    monkeypatch.setattr(Distillation, "terms", hooked)
+    monkeypatch.setattr(BlockStackStudent, "forward", hooked)
     with pytest.raises(Seen):
         train_grown(workspace, three_block_config(growth), 1, workspace["root"] / f"phase1-{growth['operator']}",
                     previous=phase0)

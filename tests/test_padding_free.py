@@ -16,8 +16,8 @@ from normgrow.design.execution import Execution
 from normgrow.model.layout import PLACEMENTS
 from normgrow.model.student import BlockStackStudent, at_positions
 from normgrow.train.data import Batch
-from normgrow.train.forward import Distillation, LossInputs, causal_lm_hidden, positions_and_labels
-from normgrow.train.objective import Objective
+from normgrow.train.forward import LossInputs, causal_lm_hidden, positions_and_labels
+from normgrow.train.objective import Objective, fused_objective
 
 LENGTHS = [5, 12, 3, 7, 12, 2, 4]
 PAD = 0
@@ -76,6 +76,15 @@ def in_packed_order(values: torch.Tensor, batch: Batch, packed: Batch) -> torch.
     return torch.cat([values[bounds[i]:bounds[i + 1]] for i in order])
 
 
+def loss_terms(student, teacher, inputs: LossInputs) -> dict[str, torch.Tensor]:
+    """The fused KD + CE of `student` on `inputs` (means over their loss positions), as the trainer computes it."""
+    rows = inputs.rows
+    hidden = at_positions(student(rows.input_ids, rows.attention_mask, rows.position_ids), inputs.positions)
+    teacher_hidden = causal_lm_hidden(teacher, rows, inputs.positions)
+    return fused_objective(Objective(), hidden, student.lm_head.weight, teacher_hidden,
+                           teacher.get_output_embeddings().weight, inputs.labels, chunk=5)
+
+
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_teacher_and_student_see_each_document_alone(placement):
     """Per-token teacher hidden states, student logits and the fused loss's terms equal the padded
@@ -94,9 +103,7 @@ def test_teacher_and_student_see_each_document_alone(placement):
             student(packed.input_ids, packed.attention_mask, position_ids=packed.position_ids),
             packed_inputs.positions))
         torch.testing.assert_close(packed_logits, in_packed_order(logits, batch, packed), rtol=1e-5, atol=1e-5)
-        distillation = Distillation(Objective(), chunk=5)
-        terms = distillation.terms(student, teacher, inputs)
-        packed_terms = distillation.terms(student, teacher, packed_inputs)
+        terms, packed_terms = loss_terms(student, teacher, inputs), loss_terms(student, teacher, packed_inputs)
     for key, value in terms.items():
         torch.testing.assert_close(packed_terms[key], value, rtol=1e-5, atol=1e-6, msg=key)
 
@@ -136,18 +143,17 @@ def test_flex_attention_in_one_row_computes_the_padded_batch(monkeypatch):
     batch = padded_batch()
     one = batch.packed_or_padded(PAD, True, "flex_attention")
     inputs, one_inputs = LossInputs.of(batch), LossInputs.of(one)
-    distillation = Distillation(Objective(), chunk=5)
     with torch.no_grad():
         hidden = causal_lm_hidden(teacher, batch, inputs.positions)
         logits = student.lm_head(at_positions(student(batch.input_ids, batch.attention_mask), inputs.positions))
-        terms = distillation.terms(student, teacher, inputs)
+        terms = loss_terms(student, teacher, inputs)
         with_attention(teacher, "flex_attention"), with_attention(student, "flex_attention")
         torch.testing.assert_close(causal_lm_hidden(teacher, one, one_inputs.positions),
                                    in_packed_order(hidden, batch, one), rtol=1e-5, atol=1e-5)
         one_logits = student.lm_head(at_positions(
             student(one.input_ids, one.attention_mask, position_ids=one.position_ids), one_inputs.positions))
         torch.testing.assert_close(one_logits, in_packed_order(logits, batch, one), rtol=1e-5, atol=1e-5)
-        one_terms = distillation.terms(student, teacher, one_inputs)
+        one_terms = loss_terms(student, teacher, one_inputs)
     for key, value in terms.items():
         torch.testing.assert_close(one_terms[key], value, rtol=1e-5, atol=1e-6, msg=key)
     # the teacher's 2 layers and the student's 2, twice each (hidden states and logits, then the loss terms)

@@ -200,19 +200,18 @@ def test_resume_restores_the_random_number_generators(setup, monkeypatch):
     import numpy as np
     import torch
 
+    from normgrow.model.student import BlockStackStudent
     from normgrow.train import trainer
-    from normgrow.train.forward import Distillation
 
     draws: list[tuple] = []
-    terms = Distillation.terms
+    forward = BlockStackStudent.forward
 
     def with_draws(*args, **kwargs):
-        if not torch.is_grad_enabled():  # an evaluation, not an update
-            return terms(*args, **kwargs)
-        draws.append((float(torch.rand(1)), float(np.random.rand()), random.random()))
-        return terms(*args, **kwargs)
+        if torch.is_grad_enabled():  # an update, not an evaluation
+            draws.append((float(torch.rand(1)), float(np.random.rand()), random.random()))
+        return forward(*args, **kwargs)
 
-    monkeypatch.setattr(Distillation, "terms", with_draws)
+    monkeypatch.setattr(BlockStackStudent, "forward", with_draws)
     root = setup["root"]
 
     def run(name: str) -> list[tuple]:

@@ -14,8 +14,9 @@ from conftest import make_teacher, student_logits
 
 from normgrow.design.curriculum import Training
 from normgrow.model.layout import LAYOUTS, PLACEMENTS, layer_kinds
-from normgrow.model.student import BlockStackStudent, count_parameters
-from normgrow.train.data import collate
+from normgrow.model.student import BlockStackStudent
+from normgrow.train.data import Batch, collate
+from normgrow.train.diagnostics import block_states
 from normgrow.train.forward import causal_lm_logits, positions_and_labels
 from normgrow.train.objective import Objective
 from normgrow.train.trainer import build_optimizer
@@ -126,6 +127,10 @@ def perturb_(student: BlockStackStudent, seed: int = 1) -> None:
                 param.copy_(0.5 + torch.rand(param.shape, generator=generator))
 
 
+def count_parameters(module: torch.nn.Module, trainable_only: bool = False) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
 def make_student(teacher, placement: str, blocks: int = 2, layers: int = 1, seed: int = 0):
     return BlockStackStudent.from_teacher(teacher, placement, blocks, layers, seed=seed).eval()
 
@@ -207,7 +212,7 @@ def test_two_layers_per_block_and_skip_block(teacher, placement):
         torch.testing.assert_close(student(ids, mask, skip_block=1),
                                    reference_forward(student, ids, 3, skip=1), rtol=1e-5, atol=1e-5)
         student.active_blocks = 2
-        hidden, states = student(ids, mask, output_block_states=True)
+        hidden, states = student(ids, mask), block_states(student, Batch(ids, mask))
     assert len(states) == 3  # entering block 0, leaving blocks 0 and 1
     torch.testing.assert_close(hidden, reference_forward(student, ids, 2), rtol=1e-5, atol=1e-5)
     for b in (1, 2):  # the stream leaving block b-1 is the b-block student's output before N_final

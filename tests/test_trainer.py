@@ -277,27 +277,25 @@ def test_a_phase_alone_frees_the_teachers_hidden_states_before_backward(workspac
     import weakref
 
     from normgrow.design.execution import shares_teacher_forward
-    from normgrow.train import forward
+    from normgrow.train import trainer
+    from normgrow.train.objective import FusedDistillationLoss
 
     assert not shares_teacher_forward(1) and shares_teacher_forward(2)
     made, checked = [], []
-    hidden_states, terms = forward.teacher_hidden_states, forward.Distillation.terms
+    hidden_states = trainer.teacher_hidden_states
 
     def recorded(*args, **kwargs):
         out = hidden_states(*args, **kwargs)
         made.append(weakref.ref(out))
         return out
 
-    def forward_then_check(*args, **kwargs):
-        if not torch.is_grad_enabled():  # an evaluation, not an update
-            return terms(*args, **kwargs)
-        terms(*args, **kwargs)  # the student's forward and loss; backward follows
+    def check_at_backward(ctx, *grads):  # the student's forward and loss have run; its backward begins
         gc.collect()
         checked.append([ref() is None for ref in made])
         raise Seen
 
-    monkeypatch.setattr(forward, "teacher_hidden_states", recorded)
-    monkeypatch.setattr(forward.Distillation, "terms", forward_then_check)
+    monkeypatch.setattr(trainer, "teacher_hidden_states", recorded)
+    monkeypatch.setattr(FusedDistillationLoss, "backward", staticmethod(check_at_backward))
     with pytest.raises(Seen):
         run_all(workspace, "alone-teacher")
     assert checked == [[True]]

@@ -47,8 +47,9 @@ def at_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     return hidden.flatten(0, 1)[positions]
 
 
-def init_qwen3_(module: nn.Module, std: float, generator: torch.Generator, norm_identity: float = 1.0) -> None:
-    """Qwen3's init scheme, applied in parameter-name order from one generator.
+def init_normal_(module: nn.Module, std: float, generator: torch.Generator, norm_identity: float = 1.0) -> None:
+    """Every parameter of `module` drawn or set as Qwen3's init scheme does, in parameter-name order from one
+    generator (whatever the family).
 
     Linear weights ~ N(0, std²), biases 0, RMSNorm weights at the identity (1; 0 for Gemma's (1 + w)
     norms) — the scheme `PreTrainedModel.post_init` applies, which standalone modules never receive.
@@ -242,7 +243,7 @@ class BlockStackStudent(nn.Module):
 
     def init_blocks(self, seed: int) -> None:
         generator = torch.Generator().manual_seed(seed)
-        init_qwen3_(self.blocks, self.config.initializer_range, generator, self.family.norm_identity)
+        init_normal_(self.blocks, self.config.initializer_range, generator, self.family.norm_identity)
         for block in self.blocks:
             for layer in block:
                 layer.scale_init_()
@@ -275,24 +276,19 @@ class BlockStackStudent(nn.Module):
             for layer in block:
                 layer.compile()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                skip_block: int | None = None, output_block_states: bool = False, loss=None,
-                position_ids: torch.Tensor | None = None, loss_positions: torch.Tensor | None = None,
-                gate: tuple[int, float] | None = None):
-        """Final hidden states (B, T, H) of the active stack, before the LM head — or, if `loss` is
-        given, `loss(hidden, lm_head.weight)` with the (N, H) hidden states at the flat `loss_positions`
-        ((B, T) order): the head is used inside the forward, where FSDP has gathered it.
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor | None = None,
+                gate: tuple[int, float] | None = None, skip_block: int | None = None) -> torch.Tensor:
+        """Final hidden states (B, T, H) of the active stack, before the LM head (the loss applies the head
+        to the loss positions only: normgrow.train.objective.fused_objective).
 
         `attention_mask` (B, T) is 1 on real tokens, 0 on right padding; positions are 0..T−1 in
         every row, or `position_ids` (B, T) for documents laid end to end (a packed batch of the trainer):
         the causal mask then stops where a row's positions restart (transformers' packed sequences),
-        and `attention_mask` only marks what the caller counts. `skip_block` bypasses one
-        whole block (identity). With `output_block_states`, returns (hidden, block states): the residual
-        stream entering block 0 and leaving every active block (for the boundary diagnostics), as
-        transformers' `output_hidden_states` returns every layer's. With `activation_checkpointing` set,
-        training recomputes each layer's activations in backward. With `gate` = (b, c) (the ramp
-        operator's c at this update), the blocks from b on are mixed in as h_b + c·(stack(h_b) − h_b),
-        h_b the stream entering block b.
+        and `attention_mask` only marks what the caller counts. With `gate` = (b, c) (the ramp operator's c
+        at this update), the blocks from b on are mixed in as h_b + c·(stack(h_b) − h_b), h_b the stream
+        entering block b. `skip_block` bypasses one whole block (identity; the block-removal diagnostic).
+        With `activation_checkpointing` set, training recomputes each layer's activations in backward.
+        The streams between blocks are read by forward hooks (normgrow.train.diagnostics.block_states).
         """
         h = self.embed_tokens(input_ids)
         if self.family.embedding_scale:  # Gemma: embeddings × √H, as its decoder does
@@ -307,7 +303,6 @@ class BlockStackStudent(nn.Module):
                                   position_ids=position_ids)
         layer_type = self.family.rotary_layer_type  # Gemma 3: its global layers' rotary base
         position_embeddings = self.rotary_emb(h, position_ids, *([layer_type] if layer_type else []))
-        states = [h]
         gated = h
         for b in range(self.active_blocks):
             if gate is not None and b == gate[0]:
@@ -318,18 +313,11 @@ class BlockStackStudent(nn.Module):
                         h = checkpoint(layer, h, position_embeddings, mask, use_reentrant=False)
                     else:
                         h = layer(h, position_embeddings, mask)
-            states.append(h)
         if gate is not None:
             h = gated + gate[1] * (h - gated)
         if self.boundary == "final":
             h = self.boundary_norm(h)
-        if loss is not None:
-            return loss(at_positions(h, loss_positions), self.lm_head.weight)
-        return (h, tuple(states)) if output_block_states else h
+        return h
 
 
-def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
-    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
-
-
-__all__ = ["BlockStackStudent", "DecoderLayer", "student_config", "init_qwen3_", "count_parameters"]
+__all__ = ["BlockStackStudent", "DecoderLayer", "student_config", "init_normal_"]

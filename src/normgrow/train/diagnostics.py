@@ -115,6 +115,22 @@ def next_token_ce(student, batch: Batch, skip_block: int | None = None,
     return total / len(labels)
 
 
+def block_states(student, batch: Batch) -> list[torch.Tensor]:
+    """The residual stream entering block 0 and leaving every active block of one forward (boundaries
+    0..active blocks), read by forward hooks on the blocks' first and last layers, as transformers'
+    `output_hidden_states` returns every layer's."""
+    states: list[torch.Tensor] = []
+    blocks = student.blocks[:student.active_blocks]
+    hooks = [blocks[0][0].register_forward_pre_hook(lambda module, args: states.append(args[0]))]
+    hooks += [block[-1].register_forward_hook(lambda module, args, output: states.append(output)) for block in blocks]
+    try:
+        student(batch.input_ids, batch.attention_mask)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return states
+
+
 @torch.inference_mode()
 def block_attention_on_structural(student, batch: Batch, structural: torch.Tensor) -> list[float]:
     """Attention on structural tokens (module docstring) of every active block: the mean over its layers, from
@@ -146,7 +162,7 @@ def diagnose(student, batch: Batch, special_ids: list[int], removal: bool = True
     """All checkpoint-level diagnostics of `student` (at its active depth) on one batch; CE logits
     `chunk` positions at a time."""
     student.eval()
-    _, streams = student(batch.input_ids, batch.attention_mask, output_block_states=True)
+    streams = block_states(student, batch)
     mask = structural_mask(batch, special_ids)
     structural = mask[batch.attention_mask.bool()]
     attention = block_attention_on_structural(student, batch, mask)

@@ -10,9 +10,10 @@ import math
 
 import torch
 
+from normgrow.model.student import at_positions
 from normgrow.train.data import Batch
-from normgrow.train.forward import Distillation, LossInputs, causal_lm_hidden, positions_and_labels
-from normgrow.train.objective import Objective
+from normgrow.train.forward import LossInputs, causal_lm_hidden, positions_and_labels
+from normgrow.train.objective import Objective, fused_objective
 
 
 @torch.no_grad()
@@ -26,13 +27,16 @@ def evaluate_students(students: list, objectives: list[Objective], teacher, batc
     modes = [student.training for student in students]
     sums = [[0.0, 0.0, 0.0] for _ in students]
     count = 0
+    head = teacher.get_output_embeddings().weight
     for student in students:
         student.eval()
     for batch in batches:
         inputs = LossInputs.of(batch, normalizer=1.0, teacher=teacher)  # sums; the teacher run once for all
         for student, objective, gate, total in zip(students, objectives, gates or [None] * len(students), sums,
                                                    strict=True):
-            terms = Distillation(objective, chunk).terms(student, teacher, inputs, gate=gate)
+            hidden = student(batch.input_ids, batch.attention_mask, batch.position_ids, gate)
+            terms = fused_objective(objective, at_positions(hidden, inputs.positions), student.lm_head.weight,
+                                    inputs.teacher_hidden, head, inputs.labels, chunk=chunk, normalizer=1.0)
             for i, key in enumerate(("ce", "kd", "kd_soft")):
                 total[i] += float(terms[key])
         count += len(inputs.positions)

@@ -7,14 +7,13 @@ code runs on real tensors and under a fake-tensor trace (normgrow.cluster.trace)
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
 
 from normgrow.model.student import at_positions
 from normgrow.train.data import Batch
-from normgrow.train.objective import Objective, fused_objective, loss_positions, next_token_labels
+from normgrow.train.objective import loss_positions, next_token_labels
 
 
 def positions_and_labels(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,32 +69,3 @@ class LossInputs:
         positions, labels = positions_and_labels(rows)
         hidden = None if teacher is None else teacher_hidden_states(teacher, rows, positions)
         return cls(rows, positions, labels, normalizer, hidden)
-
-
-@dataclass(frozen=True)
-class Distillation:
-    """How a student's loss is computed: the `objective` (α, γ, τ), the fused loss's `chunk` of
-    positions, and the `world` of ranks whose gradient averaging (FSDP) a backward of sums over the
-    global batch undoes. The frozen teacher is the caller's (held once, by the group that trains)."""
-
-    objective: Objective
-    chunk: int
-    world: int = 1
-
-    def terms(self, student, teacher, inputs: LossInputs, gate: tuple[int, float] | None = None
-              ) -> dict[str, torch.Tensor]:
-        """The objective's terms on one batch (`gate`: the ramp operator's, for the student's forward):
-        the teacher runs once under inference mode (unless `inputs` hold its hidden states), and KD + CE
-        are computed chunk by chunk, fused with both LM heads (no full-vocabulary logits tensor). Terms
-        are means over the batch's loss positions, or sums divided by the normalizer.
-
-        The student calls the loss inside its forward (`loss=`), the one callback of the model: a sharded
-        student's head weight is gathered by FSDP2 only while its forward runs."""
-        teacher_hidden = inputs.teacher_hidden
-        if teacher_hidden is None:
-            teacher_hidden = teacher_hidden_states(teacher, inputs.rows, inputs.positions)
-        loss = functools.partial(fused_objective, self.objective, teacher_hidden=teacher_hidden,
-                                 teacher_weight=teacher.get_output_embeddings().weight, labels=inputs.labels,
-                                 chunk=self.chunk, normalizer=inputs.normalizer)
-        return student(inputs.rows.input_ids, inputs.rows.attention_mask, position_ids=inputs.rows.position_ids,
-                       loss=loss, loss_positions=inputs.positions, gate=gate)

@@ -21,20 +21,20 @@ the declared outputs are written only at the end, each atomically, and kept as a
 links) when the resume states are cleared, for a retry of a job killed after it (attempts.py).
 
 Groups: phases that read the same batch stream (normgrow.design.curriculum.stream_key: same seed, data
-history, batch size, budget and teacher) can train side by side in one job (`train_phases`): each
-batch's teacher forward runs once and every student steps on it, each with its own optimizer,
-schedule, RNG states, resume states and outputs, so that a student's outputs are bit-identical
-whether its phase trains alone or in a group (a phase alone is a group of one: one code path).
+history, batch size, budget and teacher) can train side by side in one job (`train_phases`): one document
+iterator draws each batch, the teacher's forward runs once and every student steps on it, each with its own
+optimizer, schedule, RNG states, resume states and outputs (`Member`), so that a student's outputs are
+bit-identical whether its phase trains alone or in a group (a phase alone is a group of one: one code path).
 
-One update is `GroupTrainer.step`: `backward_step` then `optimizer_step` for each student, the two
-functions the benchmark (benchmarks/distill_step.py) and the memory trace (normgrow.cluster.trace) call
-too. Tests inject faults through `normgrow.train.faults`.
+One update is `Trainer.train_step`, top to bottom: the batch, the teacher's forward, then each student's
+forward, loss (`fused_objective`, called on the student's LM head weight after its forward), backward and
+`optimizer_step` (clip and step, also called by the benchmark, benchmarks/distill_step.py, and the memory
+trace, normgrow.cluster.trace), and its bookkeeping. Tests inject faults through `normgrow.train.faults`.
 """
 
 from __future__ import annotations
 
 import csv
-import functools
 import json
 import math
 import os
@@ -60,15 +60,15 @@ from normgrow.design.curriculum import (
 )
 from normgrow.design.execution import PHASE_FILES, RESUME_DIR, SNAPSHOTS_DIR, Execution, shares_teacher_forward
 from normgrow.design.phase_record import COUNTERS, PhaseRecord, RunPosition
-from normgrow.model.student import BlockStackStudent
+from normgrow.model.student import BlockStackStudent, at_positions
 from normgrow.train.attempts import RetryableError, drop_errors, keep_finished, record_error
 from normgrow.train.compiled import strict_compilation
 from normgrow.train.data import Batch, DocumentIterator, TokenStore, fixed_batches
 from normgrow.train.distributed import Ranks, process_group, shard_student
 from normgrow.train.evaluate import evaluate_students
 from normgrow.train.faults import Faults
-from normgrow.train.forward import Distillation, LossInputs
-from normgrow.train.objective import Objective, loss_positions
+from normgrow.train.forward import positions_and_labels, teacher_hidden_states
+from normgrow.train.objective import Objective, fused_objective, loss_positions
 from normgrow.train.outputs import atomic_write, load_student, save_student, write_json
 from normgrow.train.resume import ResumeStore, rng_state, seed_all, set_rng_state, spec_hash
 from normgrow.train.teacher import load_teacher
@@ -189,7 +189,7 @@ def train_phases(job: TrainingJob, log=sys.stderr) -> list[PhaseRecord]:
             teacher.to(ranks.device)
             log = log if ranks.main else open(os.devnull, "w")
             with strict_compilation(log):
-                return GroupTrainer(job.tasks, teacher, job.tokens, ranks, log).run()
+                return Trainer(job.tasks, teacher, job.tokens, ranks, log).run()
     except (Preempted, RetryableError):
         raise
     except Exception as error:
@@ -246,11 +246,46 @@ class PhaseProgress:
         return cls(**{"code": [science_code.UNRECORDED], **saved, "data": DataPosition(**saved["data"])})
 
 
-class GroupTrainer:
-    """Phases of one batch stream on this rank, in lockstep: the constructor sets up every student
-    (`PhaseTrainer`) and resumes them at one update (`resume_together`); `run` draws each batch,
-    runs the teacher on it once and steps every student on it (`step`), evaluates and saves states
-    when due, and finishes every phase.
+@dataclass
+class Member:
+    """One student of the job, with what it alone keeps: its task, weights (`student`, from `before`: where
+    the run stood), optimizer, objective, RNG states, progress, resume states, tracker and faults, and the
+    ramp operator's `gate` of its last update. The trainer steps it; it has no steps of its own."""
+
+    task: PhaseTask
+    label: str
+    student: BlockStackStudent
+    before: RunPosition
+    optimizer: torch.optim.AdamW
+    objective: Objective
+    resume: ResumeStore
+    faults: Faults
+    rng: dict
+    progress: PhaseProgress
+    snapshots: frozenset[int]  # the updates after which it saves a snapshot (its phase's end included)
+    start_time: float
+    tracker: Tracker | None = None
+    gate: tuple[int, float] | None = None  # (first gated block, c): the ramp operator's, set each update
+
+    @property
+    def spec(self) -> PhaseSpec:
+        return self.task.spec
+
+    @contextmanager
+    def own_rng(self):
+        """Run with this student's RNG states, and keep what it drew: it draws the same numbers alone or in
+        a group."""
+        set_rng_state(self.rng)
+        try:
+            yield
+        finally:
+            self.rng = rng_state()
+
+
+class Trainer:
+    """The job's phases on this rank, in lockstep on one batch stream: the constructor sets up every student
+    (`member`) and resumes them at one update (`resume`); `run` makes every update (`train_step`), evaluates
+    and saves resume states when due, and finishes every phase (`finish`).
 
     A phase alone is a group of one, on the same path. A student whose update fails (a non-finite
     loss) leaves the group with an error naming it; the others train to the end. Every student that
@@ -261,6 +296,7 @@ class GroupTrainer:
 
     def __init__(self, tasks: tuple[PhaseTask, ...], teacher, tokens_dir: Path, ranks: Ranks, log):
         self.teacher, self.ranks, self.log = teacher, ranks, log
+        self.teacher_head = teacher.get_output_embeddings().weight
         first, execution = tasks[0].spec, tasks[0].execution  # what check_group found equal in every task
         self.steps, self.eval_every = first.phase.steps, first.training.eval_every
         self.resume_every, self.loss_chunk = execution.resume_every, execution.loss_chunk
@@ -270,58 +306,97 @@ class GroupTrainer:
         self.members = []
         for task in tasks:
             try:
-                self.members.append(PhaseTrainer(task, teacher, tokens_dir, self.pad_id, ranks, log))
+                self.members.append(self.member(task, teacher))
             except (OSError, ValueError, RuntimeError) as error:  # a bad input names its student
                 raise type(error)(f"{task.spec.describe()}: {error}") from error
+        self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.members[0].progress.data,
+                                        first.shard_docs, first.training.batch_size, self.pad_id, first.seed)
         valid_batches = fixed_batches(TokenStore(tokens_dir / "valid"), first.training.batch_size, self.pad_id)
         self.valid = [self.rows(batch) for batch in valid_batches]  # this rank's, once
         self.label = self.members[0].label if len(tasks) == 1 else f"group of {len(tasks)}"
         self.faults = Faults.from_environment()
         self.failures: list[str] = []
-        self.resume_together()
+        self.resume()
+        self.live = [m for m in self.members if m.progress.step < self.steps]
 
-    def resume_together(self) -> None:
-        """Load every student's newest state, at one update: a student that finished in an earlier
-        job (its final state) stays finished; the others resume at the newest update all of them have
-        a state for (a job killed between two students' saves leaves them one state apart)."""
+    def member(self, task: PhaseTask, teacher) -> Member:
+        """A student set up for its phase: built from the teacher and the previous phase (`build_student`),
+        with a fresh AdamW, its RNG states seeded from its seed and phase, at the start of its phase."""
+        spec, training = task.spec, task.spec.training
+        if training.batch_size % self.ranks.world:
+            raise ValueError(f"train.batch_size ({training.batch_size}) must be a multiple of the number of ranks "
+                             f"({self.ranks.world}) so that every rank trains on equal shares of the global batch")
+        start_time = time.time()
+        seed_all(spec.seed * 1000 + spec.index)
+        task.out.mkdir(parents=True, exist_ok=True)
+        student, before = build_student(spec, task.execution, teacher, task.previous, self.ranks)
+        optimizer = build_optimizer(student, training)
+        resume = ResumeStore(task.out / RESUME_DIR, task.resume_spec(), self.ranks, log=self.log)
+        faults = Faults.from_environment().for_phase(spec.key)
+        progress = PhaseProgress.start(spec.phase.start_position(before.data))
+        snapshots = frozenset(snapshot_steps(spec.phase.steps, task.execution.snapshots))
+        return Member(task, spec.describe(), student, before, optimizer, Objective(**spec.objective), resume, faults,
+                      rng_state(), progress, snapshots, start_time)
+
+    def resume(self) -> None:
+        """Load every student's newest verified state (weights, optimizer and RNGs in place), at one update: a
+        student that finished in an earlier job (its final state) stays finished; the others resume at the
+        newest update all of them have a state for (a job killed between two students' saves leaves them one
+        state apart). Then start each student's tracker at its next update, and the batches where the
+        unfinished students stand (refused unless they read one stream from one place: `batch_stream`)."""
         latest = [member.resume.latest_step() or 0 for member in self.members]
-        unfinished = [step for step in latest if step < self.steps]
-        common = min(unfinished, default=self.steps)
+        common = min([step for step in latest if step < self.steps], default=self.steps)
         for member, step in zip(self.members, latest, strict=True):
-            member.load_resume_state(self.steps if step == self.steps else common)
+            with member.own_rng():
+                saved = member.resume.load_latest(member.student, member.optimizer,
+                                                  at_most=self.steps if step == self.steps else common)
+            if saved is not None:
+                member.progress = PhaseProgress.from_json(saved)
+                print(f"{member.label}: resumed from the state at update {member.progress.step}", file=self.log,
+                      flush=True)
+            if member.progress.step < self.steps:
+                member.progress.trained_by(science_code.record())
+            attached = {"spec": member.spec.to_json(), "execution": asdict(member.task.execution)}
+            member.tracker = Tracker(member.task.execution.tracking, attached, self.ranks.main, self.ranks.device,
+                                     first_step=member.before.global_step + member.progress.step + 1)
+        unfinished = [m for m in self.members if m.progress.step < self.steps]
+        for member in unfinished[1:]:  # stream_key's promise, as the one document iterator reads it
+            if batch_stream(member) != batch_stream(unfinished[0]):
+                raise RuntimeError(f"{member.label} reads other batches than {unfinished[0].label}: its phase does "
+                                   "not belong to this group")
+        if unfinished:
+            self.batches.at = unfinished[0].progress.data
         if len(self.members) > 1:
             print(f"{self.label} students on one teacher forward per batch: " +
                   ", ".join(m.label for m in self.members), file=self.log, flush=True)
 
     def run(self) -> list[PhaseRecord]:
-        """Train every unfinished student to the phase's end (`step` per update; evaluations, resume states
-        and SIGTERM between updates), then write every phase's outputs; returns their records in order."""
-        live = [m for m in self.members if m.progress.step < self.steps]
-        start = min((m.progress.step for m in live), default=self.steps)
+        """Train every unfinished student to the phase's end (`train_step` per update; evaluations, resume
+        states and SIGTERM between updates), then write every phase's outputs; returns their records in order."""
+        start = min((m.progress.step for m in self.live), default=self.steps)
         sigterm = SigtermFlag()
-        label = self.label
-        progress = tqdm(range(start + 1, self.steps + 1), desc=label, mininterval=5, file=self.log, initial=start,
-                        total=self.steps, disable=not self.ranks.main)
+        progress = tqdm(range(start + 1, self.steps + 1), desc=self.label, mininterval=5, file=self.log,
+                        initial=start, total=self.steps, disable=not self.ranks.main)
         try:
             for t in progress:
-                live = self.step(t, live)
-                if not live:  # every student failed: nothing left to train or evaluate
+                self.train_step(t)
+                if not self.live:  # every student failed: nothing left to train or evaluate
                     break
-                row = live[0].progress.train_rows[-1]
+                row = self.live[0].progress.train_rows[-1]
                 progress.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.1e}", refresh=False)
                 if t % self.eval_every == 0 or t == self.steps:
-                    self.evaluate(t, live)
+                    self.evaluate(t)
                 self.faults.after_update(t)
                 preempted = self.ranks.any(sigterm.requested)
                 if preempted or (t % self.resume_every == 0 and t < self.steps):
-                    for member in live:
-                        member.save_resume_state()
+                    for member in self.live:
+                        self.save_resume_state(member)
                 if preempted:
-                    raise Preempted(f"{label}: SIGTERM at update {t}; states saved in " +
-                                    ", ".join(str(m.out / RESUME_DIR) for m in live) + "; rerun to resume")
+                    raise Preempted(f"{self.label}: SIGTERM at update {t}; states saved in " +
+                                    ", ".join(str(m.task.out / RESUME_DIR) for m in self.live) + "; rerun to resume")
                 self.faults.after_state(t)
-            for member in live:  # finished work survives a sibling's failure or a kill before every output is written
-                member.save_resume_state()
+            for member in self.live:  # finished work survives a sibling's failure or a kill before every output
+                self.save_resume_state(member)
         finally:
             sigterm.restore()
             for member in self.members:
@@ -331,51 +406,54 @@ class GroupTrainer:
         if self.failures:
             raise GroupFailed("; ".join(self.failures) + ". The other students of the group finished and kept a final "
                               "resume state: rerunning the group writes their outputs without training them again.")
-        records = [member.finish() for member in self.members]
+        records = [self.finish(member) for member in self.members]
         if self.ranks.main:  # every record before any state goes: a kill in between leaves one or the other
             for member in self.members:
-                keep_finished(member.out, member.resume.spec_hash)
+                keep_finished(member.task.out, member.resume.spec_hash)
         for member in self.members:
             member.resume.clear()
             if self.ranks.main:
-                drop_errors(member.out)
+                drop_errors(member.task.out)
         self.ranks.barrier()
         for member in self.members:
             member.faults.after_finish()
         return records
 
-    def step(self, t: int, live: list[PhaseTrainer]) -> list[PhaseTrainer]:
-        """Update `t` of every live student, top to bottom: the batch (every student's iterator draws it;
-        they must agree), this rank's rows of it, the teacher's forward (once, for a group; inside the one
-        student's backward for a phase alone: normgrow.design.execution.shares_teacher_forward), then each
-        student's step — its LR and gate, forward and backward with its own RNG, the optimizer step — and
-        its bookkeeping. Returns the students still live: a failed one (a non-finite loss) is reported and
-        dropped."""
-        batches = [member.batches.next_batch() for member in live]
-        batch = batches[0]
-        for member, other in zip(live, batches, strict=True):
-            if not torch.equal(other.input_ids, batch.input_ids):
-                raise RuntimeError(f"{member.label} read another batch than {live[0].label} at update {t}: "
-                                   "its phase does not belong to this group")
+    def train_step(self, t: int) -> None:
+        """Update `t` of every live student, top to bottom: the batch and this rank's rows of it, the teacher's
+        forward (once before the students for a group; inside the student's step for a phase alone, which frees
+        its hidden states before the backward: normgrow.design.execution.shares_teacher_forward), then each
+        student with its own RNG states: its LR and gate, forward, loss (the fused KD + CE at the loss positions,
+        with the head FSDP gathered for the forward: the root's parameters stay gathered until its backward),
+        backward, clip and optimizer step; then its bookkeeping. A student whose loss is not finite is reported
+        and leaves `live`."""
+        batch = self.batches.next_batch()
+        rows = self.rows(batch)
+        positions, labels = positions_and_labels(rows)
         normalizer = int(loss_positions(batch.attention_mask).sum())  # the global batch's loss positions
-        teacher = self.teacher if shares_teacher_forward(len(live)) else None
-        inputs = LossInputs.of(self.rows(batch), normalizer, teacher)
-        still, failed = [], []
-        for member in live:
-            lr = member.start_update(t)
+        group = shares_teacher_forward(len(self.live))
+        shared = teacher_hidden_states(self.teacher, rows, positions) if group else None
+        failed = []
+        for member in list(self.live):
+            lr = self.start_update(member, t)
+            with member.own_rng():
+                teacher_hidden = teacher_hidden_states(self.teacher, rows, positions) if shared is None else shared
+                hidden = member.student(rows.input_ids, rows.attention_mask, rows.position_ids, member.gate)
+                terms = fused_objective(member.objective, at_positions(hidden, positions),
+                                        member.student.lm_head.weight, teacher_hidden, self.teacher_head, labels,
+                                        chunk=self.loss_chunk, normalizer=normalizer)
+                del hidden, teacher_hidden  # a phase alone's teacher states go before its backward
+                terms["total"] = member.faults.loss(t, terms["total"])
+                (terms["total"] * self.ranks.world).backward()  # FSDP averages gradients over the ranks
+                grad_norm = optimizer_step(member.optimizer, member.spec.training.grad_clip)  # clipped, stepped
             try:
-                with member.own_rng():
-                    terms = backward_step(member.student, self.teacher, member.distillation, inputs, member.gate,
-                                          loss_hook=functools.partial(member.faults.loss, t))
-                    grad_norm = optimizer_step(member.optimizer, member.spec.training.grad_clip)
-                member.record_update(t, lr, batch.tokens, terms, grad_norm)
-                still.append(member)
+                self.record_update(member, t, lr, batch.tokens, terms, grad_norm)
             except FloatingPointError as error:
+                self.live.remove(member)
                 failed.append(str(error))
-        for error in failed if still else []:
+        for error in failed if self.live else []:
             print(f"{error}; the group continues without it", file=self.log, flush=True)
         self.failures += failed
-        return still
 
     def rows(self, batch: Batch) -> Batch:
         """This rank's rows of `batch` as the students and the teacher read them: padded, or with
@@ -384,136 +462,88 @@ class GroupTrainer:
         rows = self.ranks.rows(batch, self.pad_id)
         return rows.packed_or_padded(self.pad_id, self.padding_free, self.attn_implementation)
 
-    def evaluate(self, t: int, live: list[PhaseTrainer]) -> None:
-        metrics = evaluate_students([m.student for m in live], [m.distillation.objective for m in live], self.teacher,
-                                    self.valid, self.loss_chunk, self.ranks, [m.gate for m in live]) if live else []
-        for member, result in zip(live, metrics, strict=True):
-            member.record_evaluation(t, result)
-
-
-class PhaseTrainer:
-    """One student's phase on this rank, split into named steps (as torchtitan splits its trainer): the
-    constructor sets up the student (`build_student`), the optimizer and the data; `load_resume_state`
-    resumes it and starts its tracker; around each update the group makes (`GroupTrainer.step`),
-    `start_update` sets its LR and gate and `record_update` keeps its row and counters;
-    `record_evaluation` and `save_resume_state` keep its metrics and states, and `finish` writes the phase's
-    outputs. Its RNG states are its own (`own_rng`): a student draws the same numbers alone or in a
-    group."""
-
-    def __init__(self, task: PhaseTask, teacher, tokens_dir: Path, pad_id: int, ranks: Ranks, log):
-        spec, execution = task.spec, task.execution
-        self.spec, self.execution, self.out, self.ranks, self.log = spec, execution, task.out, ranks, log
-        self.start_time = time.time()
-        training = spec.training
-        if training.batch_size % ranks.world:
-            raise ValueError(f"train.batch_size ({training.batch_size}) must be a multiple of the number of ranks "
-                             f"({ranks.world}) so that every rank trains on equal shares of the global batch")
-        seed_all(spec.seed * 1000 + spec.index)
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.label = spec.describe()
-        self.student, self.before = build_student(spec, execution, teacher, task.previous, ranks)
-        self.optimizer = build_optimizer(self.student, training)
-        self.distillation = Distillation(Objective(**spec.objective), execution.loss_chunk, ranks.world)
-        self.start_data = spec.phase.start_position(self.before.data)
-        self.batches = DocumentIterator(TokenStore(tokens_dir / "train"), self.start_data, spec.shard_docs,
-                                        training.batch_size, pad_id, spec.seed)
-        self.layers = spec.phase.active_blocks * spec.student["layers_per_block"]
-        self.resume = ResumeStore(self.out / RESUME_DIR, task.resume_spec(), ranks, log=log)
-        self.snapshots = set(snapshot_steps(spec.phase.steps, execution.snapshots))
-        self.faults = Faults.from_environment().for_phase(spec.key)
-        self.rng = rng_state()
-        self.progress = PhaseProgress.start(self.start_data)
-        self.gate: tuple[int, float] | None = None  # (first gated block, c): the ramp operator's, set each update
-
-    @contextmanager
-    def own_rng(self):
-        """Run with this student's RNG states, and keep what it drew."""
-        set_rng_state(self.rng)
-        try:
-            yield
-        finally:
-            self.rng = rng_state()
-
-    def load_resume_state(self, at_most: int) -> None:
-        """Resume from the newest verified state at update `at_most` or before (weights, optimizer and
-        RNGs loaded in place), if any; then start the tracker at the next update."""
-        with self.own_rng():
-            saved = self.resume.load_latest(self.student, self.optimizer, at_most=at_most)
-        if saved is not None:
-            self.progress = PhaseProgress.from_json(saved)
-            self.batches.at = self.progress.data
-            print(f"{self.label}: resumed from the state at update {self.progress.step}", file=self.log, flush=True)
-        if self.progress.step < self.spec.phase.steps:
-            self.progress.trained_by(science_code.record())
-        attached = {"spec": self.spec.to_json(), "execution": asdict(self.execution)}
-        self.tracker = Tracker(self.execution.tracking, attached, self.ranks.main, self.ranks.device,
-                               first_step=self.before.global_step + self.progress.step + 1)
-
-    def save_resume_state(self) -> None:
-        self.progress.data = self.batches.at
-        self.faults.before_state()
-        with self.own_rng():
-            self.resume.save(self.progress.step, self.student, self.optimizer, self.progress.to_json())
-
-    def start_update(self, t: int) -> float:
+    def start_update(self, member: Member, t: int) -> float:
         """Set update `t`'s LR and the ramp operator's gate c (for the update and the evaluation after
         it; none past the ramp); returns the LR."""
-        lr = self.spec.phase.lr(t, self.spec.training)
-        for group in self.optimizer.param_groups:
+        phase = member.spec.phase
+        lr = phase.lr(t, member.spec.training)
+        for group in member.optimizer.param_groups:
             group["lr"] = lr
-        c = self.spec.phase.growth.gate(t)
-        self.gate = None if c is None else (self.spec.phase.appended[0], c)
+        c = phase.growth.gate(t)
+        member.gate = None if c is None else (phase.appended[0], c)
         return lr
 
-    def record_update(self, t: int, lr: float, tokens: int, terms: dict[str, torch.Tensor],
+    def record_update(self, member: Member, t: int, lr: float, tokens: int, terms: dict[str, torch.Tensor],
                       grad_norm: torch.Tensor) -> None:
         """Keep update `t` (`terms`: this rank's, `grad_norm`: global, both before any host sync): stop on a
         non-finite loss or gradient norm (the update is applied then, but a phase that stops saves nothing,
         so its last good resume state stays), count its `tokens`, log its row, save a snapshot if due."""
-        loss, ce, kd, kd_soft = self.ranks.sum(*(terms[k] for k in ("total", "ce", "kd", "kd_soft")))
+        loss, ce, kd, kd_soft = self.ranks.sum(*(terms[k].detach() for k in ("total", "ce", "kd", "kd_soft")))
         grad_norm = float(grad_norm)  # global: the same on every rank
         if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-            raise FloatingPointError(f"{self.label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
-                                     f"update {t}; the last good resume state is kept in {self.resume.directory}")
-        counters = self.progress.counters
+            raise FloatingPointError(f"{member.label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
+                                     f"update {t}; the last good resume state is kept in {member.resume.directory}")
+        counters = member.progress.counters
+        layers = member.spec.phase.active_blocks * member.spec.student["layers_per_block"]
         counters["steps"] += 1
         counters["tokens"] += tokens
-        counters["active_layer_tokens"] += tokens * self.layers
-        self.progress.step = t
-        row = {"step": t, "global_step": self.before.global_step + t, "loss": loss, "ce": ce, "kd": kd,
+        counters["active_layer_tokens"] += tokens * layers
+        member.progress.step = t
+        row = {"step": t, "global_step": member.before.global_step + t, "loss": loss, "ce": ce, "kd": kd,
                "kd_soft": kd_soft, "lr": lr, "grad_norm": grad_norm, "tokens": tokens}
-        self.progress.train_rows.append(row)
-        self.tracker.log_update(row, row["global_step"])
-        if t in self.snapshots and t < self.spec.phase.steps:
-            save_student(self.student, self.resume.directory / SNAPSHOTS_DIR / f"step{row['global_step']}.safetensors")
+        member.progress.train_rows.append(row)
+        member.tracker.log_update(row, row["global_step"])
+        if t in member.snapshots and t < self.steps:
+            snapshot = member.resume.directory / SNAPSHOTS_DIR / f"step{row['global_step']}.safetensors"
+            save_student(member.student, snapshot)
 
-    def record_evaluation(self, t: int, metrics: dict) -> None:
-        global_step = self.before.global_step + t
-        row = {"step": t, "global_step": global_step, "ce": metrics["ce"], "kd": metrics["kd"],
-               "kd_soft": metrics["kd_soft"], "ppl": metrics["ppl"]}
-        self.progress.eval_rows.append(row)
-        self.tracker.log_eval(row, global_step)
-        print(f"{self.label} step {t}: validation CE {metrics['ce']:.4f} KD {metrics['kd']:.4f} "
-              f"PPL {metrics['ppl']:.2f}", file=self.log, flush=True)
+    def evaluate(self, t: int) -> None:
+        """Every live student on the validation rows (the teacher run once per batch), its metrics kept."""
+        live = self.live
+        metrics = evaluate_students([m.student for m in live], [m.objective for m in live], self.teacher, self.valid,
+                                    self.loss_chunk, self.ranks, [m.gate for m in live])
+        for member, result in zip(live, metrics, strict=True):
+            global_step = member.before.global_step + t
+            row = {"step": t, "global_step": global_step, "ce": result["ce"], "kd": result["kd"],
+                   "kd_soft": result["kd_soft"], "ppl": result["ppl"]}
+            member.progress.eval_rows.append(row)
+            member.tracker.log_eval(row, global_step)
+            print(f"{member.label} step {t}: validation CE {result['ce']:.4f} KD {result['kd']:.4f} "
+                  f"PPL {result['ppl']:.2f}", file=self.log, flush=True)
 
-    def finish(self) -> PhaseRecord:
+    def save_resume_state(self, member: Member) -> None:
+        member.progress.data = self.batches.at
+        member.faults.before_state()
+        with member.own_rng():
+            member.resume.save(member.progress.step, member.student, member.optimizer, member.progress.to_json())
+
+    def finish(self, member: Member) -> PhaseRecord:
         """The phase's outputs (weights, state.json, train.csv, eval.csv, snapshots); returns its record.
-        The resume states are cleared by the group once every phase has finished."""
-        spec, phase, counters = self.spec, self.spec.phase, self.progress.counters
-        counters["unique_tokens"] = self.batches.unique_tokens(self.start_data, self.batches.at)
-        end = self.before.after(phase.steps, self.batches.at, counters)
+        The resume states are cleared by `run` once every phase has finished."""
+        spec, phase, counters, at = member.spec, member.spec.phase, member.progress.counters, member.progress.data
+        start = phase.start_position(member.before.data)
+        counters["unique_tokens"] = self.batches.unique_tokens(start, at)
+        end = member.before.after(phase.steps, at, counters)
         record = PhaseRecord(
             key=spec.key, seed=spec.seed, phase=spec.index, placement=spec.placement,
-            active_blocks=phase.active_blocks, active_layers=self.layers,
+            active_blocks=phase.active_blocks, active_layers=phase.active_blocks * spec.student["layers_per_block"],
             trainable_blocks=list(phase.trainable_blocks), data_policy=phase.data,
             global_step=end.global_step, data=end.data, phase_counters=counters, run_counters=end.run_counters,
-            final_eval=self.progress.eval_rows[-1], wall_seconds=time.time() - self.start_time,
-            ranks=self.ranks.world, code=self.progress.code)
-        save_student(self.student, self.out / PHASE_FILES["student"])
+            final_eval=member.progress.eval_rows[-1], wall_seconds=time.time() - member.start_time,
+            ranks=self.ranks.world, code=member.progress.code)
+        out = member.task.out
+        save_student(member.student, out / PHASE_FILES["student"])
         if self.ranks.main:
-            write_outputs(self.out, record, self.progress.train_rows, self.progress.eval_rows,
-                          self.resume.directory / SNAPSHOTS_DIR, phase.steps in self.snapshots)
+            write_outputs(out, record, member.progress.train_rows, member.progress.eval_rows,
+                          member.resume.directory / SNAPSHOTS_DIR, phase.steps in member.snapshots)
         return record
+
+
+def batch_stream(member: Member) -> tuple:
+    """What decides the batches a student reads from here on: where it stands, its seed's document order, its
+    batch size."""
+    spec = member.spec
+    return member.progress.data, spec.seed, spec.shard_docs, spec.training.batch_size
 
 
 def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Module, previous: Path | None,
@@ -539,18 +569,6 @@ def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Modul
         student.compile_layers()
     shard_student(student, ranks, spec.training.precision)
     return student, before
-
-
-def backward_step(student, teacher, distillation: Distillation, inputs: LossInputs,
-                  gate: tuple[int, float] | None = None, loss_hook=None) -> dict[str, torch.Tensor]:
-    """The student's forward (with the ramp operator's `gate`, if any) with the fused KD + CE (sums divided
-    by the inputs' normalizer, the global batch's loss positions; the teacher's forward first unless
-    `inputs` hold its hidden states) and backward. `loss_hook` may replace the loss before backward (fault
-    injection). Returns this rank's detached terms; `optimizer_step` completes the update."""
-    terms = distillation.terms(student, teacher, inputs, gate=gate)
-    total = loss_hook(terms["total"]) if loss_hook else terms["total"]
-    (total * distillation.world).backward()  # FSDP averages gradients over the ranks
-    return {**{k: v.detach() for k, v in terms.items()}, "total": total.detach()}
 
 
 def optimizer_step(optimizer: torch.optim.Optimizer, grad_clip: float) -> torch.Tensor:
