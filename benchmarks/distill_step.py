@@ -19,7 +19,7 @@ For each shape it runs, each in a fresh subprocess (so peak memory is its own):
 - `ours`: the trainer's step (normgrow.train.trainer) in a world of one — the student as the trainer
   prepares it (normgrow.train.distributed.shard_student: FSDP2 in bf16, the plain module in fp32) with
   the config's activation checkpointing, the teacher once under inference mode, KD +
-  CE chunked over positions and fused with both LM heads (normgrow.train.forward.Distillation.terms),
+  CE chunked over positions and fused with both LM heads (normgrow.train.objective.fused_objective),
   backward, clipping, fused AdamW;
 - `ours-compiled` (on request): `ours` with `train.compile`, every decoder layer compiled (the
   compile happens in the warm-up step, which is not timed);
@@ -277,10 +277,11 @@ def full_step(s: dict, variant: str, ranks, seeds: list[int]):
     import torch
 
     from normgrow.design.curriculum import Training
+    from normgrow.model.student import at_positions
     from normgrow.train.distributed import shard_student
-    from normgrow.train.forward import Distillation, LossInputs
-    from normgrow.train.objective import Objective, loss_positions
-    from normgrow.train.trainer import backward_step, build_optimizer, optimizer_step
+    from normgrow.train.forward import positions_and_labels, teacher_hidden_states
+    from normgrow.train.objective import Objective, fused_objective, loss_positions
+    from normgrow.train.trainer import build_optimizer, optimizer_step
 
     attention = "flex_attention" if variant == "ours-flex" else "sdpa"
     teacher, student = build(s, ranks.device, attention)
@@ -307,8 +308,14 @@ def full_step(s: dict, variant: str, ranks, seeds: list[int]):
 
     def step(i: int):
         if variant.startswith("ours"):
-            terms = backward_step(student, teacher, Distillation(objective, s["loss_chunk"], ranks.world),
-                                  LossInputs.of(rows[i], normalizers[i]))
+            positions, labels = positions_and_labels(rows[i])  # as Trainer.train_step: forward, loss, backward
+            teacher_hidden = teacher_hidden_states(teacher, rows[i], positions)
+            hidden = student(rows[i].input_ids, rows[i].attention_mask, rows[i].position_ids)
+            terms = fused_objective(objective, at_positions(hidden, positions), student.lm_head.weight, teacher_hidden,
+                                    teacher.get_output_embeddings().weight, labels, chunk=s["loss_chunk"],
+                                    normalizer=normalizers[i])
+            del hidden, teacher_hidden
+            (terms["total"] * ranks.world).backward()
             optimizer_step(optimizer, OPTIMIZER["grad_clip"])
         else:
             terms = naive_terms(student, teacher, batches[i], objective, s["precision"])

@@ -100,7 +100,7 @@ def with_growth(config: dict, phase: int, growth: dict, curriculum: str = "grow"
     ("grow", 0, {"operator": "copy"}, "operator copy on a phase that appends no block"),
     ("joint-long", 1, {"operator": "zero"}, "operator zero on a phase that appends no block"),
     ("grow", 1, {"operator": "ramp", "steps": 101}, "longer than the phase"),
-    ("grow", 1, {"operator": "ramp", "steps": 40}, "outlasts the phase's first diagnostic checkpoint"),
+    ("grow", 1, {"operator": "ramp", "steps": 40}, "outlasts the phase's first snapshot"),
     ("grow", 1, {"operator": "ramp"}, "needs the updates"),
     ("grow", 1, {"operator": "copy", "from": "fresh"}, "only the zero operator"),
     ("grow", 1, {"operator": "zero", "steps": 5}, "only the ramp operator has steps"),

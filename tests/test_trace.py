@@ -63,7 +63,7 @@ def test_traced_step_keeps_the_plan_and_never_materialises_logits(reduced):
 
 
 def test_each_student_of_a_group_adds_its_sharded_weights_and_adamw_state_not_a_teacher(groups):
-    """A group on one teacher forward, traced as GroupTrainer.step runs it: the second student adds
+    """A group on one teacher forward, traced as Trainer.train_step runs it: the second student adds
     its sharded fp32 weights and AdamW moments; its gradients are freed by its optimizer step and its
     activations by its backward, and the teacher runs once (a second teacher forward's hidden states
     alone would exceed the tolerance). The plan adds exactly that and stays within the trace's bound."""

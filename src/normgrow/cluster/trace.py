@@ -15,8 +15,9 @@ What is traced (`trace`):
   (no weights), each student by `BlockStackStudent.from_teacher`, `shard_student` (FSDP2,
   `train.precision`), `build_optimizer`, `train.activation_checkpointing` — then two updates (the
   second has optimizer state) on the longest batch the config allows: batch_size / gpus documents of
-  max_length real tokens. An update is what `GroupTrainer.step` does: one `teacher_hidden_states`
-  forward, then each student's `backward_step` and `optimizer_step` in turn, so the peak holds every
+  max_length real tokens. An update is what `Trainer.train_step` does: one `teacher_hidden_states`
+  forward, then each student's forward, `fused_objective`, backward and `optimizer_step` in turn (the
+  teacher's forward inside the student's step for a phase alone), so the peak holds every
   student's sharded weights and AdamW state, the teacher's hidden states at the loss positions and
   one student's activations and gradients (the others' gradients are freed by their optimizer step);
 - the teacher check's forward (`causal_lm_ce_sum`, one GPU, the same rows) and the diagnostics'
@@ -40,7 +41,7 @@ from __future__ import annotations
 import time
 import weakref
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -169,14 +170,15 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
     """Peak memory of rank 0 over two updates of a group of `students` (see the module docstring)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from normgrow.model.student import BlockStackStudent
-    from normgrow.train.forward import Distillation, LossInputs, teacher_hidden_states
-    from normgrow.train.trainer import backward_step, build_optimizer, optimizer_step
+    from normgrow.model.student import BlockStackStudent, at_positions
+    from normgrow.train.forward import teacher_hidden_states
+    from normgrow.train.objective import fused_objective
+    from normgrow.train.trainer import build_optimizer, optimizer_step
 
     s, t = config["student"], config["train"]
     training = Training.from_config(t)
     rows, (positions, labels) = full_batch(shape.rows, shape.tokens, teacher_config.vocab_size)
-    inputs = LossInputs(rows, positions, labels, len(labels) * shape.gpus)  # the global batch: every rank's rows alike
+    normalizer = len(labels) * shape.gpus  # the global batch's loss positions: every rank's rows alike
     largest = PeakMemory()
     start = time.time()
     with fake_world(shape.gpus) as (ranks, mesh), FakeTensorMode(allow_non_fake_inputs=True):
@@ -190,18 +192,24 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
             student.train()
             shard_student(student, ranks, training.precision, mesh)
             group.append((student, build_optimizer(student, training)))
-        distillation = Distillation(Objective(**config["objective"]), t["loss_chunk"], ranks.world)
+        objective = Objective(**config["objective"])
         tracker = GroupMemTracker([student for student, _ in group], [optimizer for _, optimizer in group])
 
         def update(tracked: bool) -> list[dict[str, float]]:
-            """One update of the group, as `GroupTrainer.step` makes it; `tracked`: each student's forward
+            """One update of the group, as `Trainer.train_step` makes it; `tracked`: each student's forward
             and backward (the first's with the teacher forward) under the tracker, and their peaks."""
-            peaks, update_inputs = [], inputs
+            peaks, shared = [], None
             for student, optimizer in group:
                 with tracker if tracked else nullcontext(), largest if tracked else nullcontext():
-                    if update_inputs.teacher_hidden is None and shares_teacher_forward(students):
-                        update_inputs = replace(inputs, teacher_hidden=teacher_hidden_states(teacher, rows, positions))
-                    backward_step(student, teacher, distillation, update_inputs)
+                    if shared is None and shares_teacher_forward(students):
+                        shared = teacher_hidden_states(teacher, rows, positions)
+                    teacher_hidden = teacher_hidden_states(teacher, rows, positions) if shared is None else shared
+                    hidden = at_positions(student(rows.input_ids, rows.attention_mask), positions)
+                    terms = fused_objective(objective, hidden, student.lm_head.weight, teacher_hidden,
+                                            teacher.get_output_embeddings().weight, labels, chunk=t["loss_chunk"],
+                                            normalizer=normalizer)
+                    del hidden, teacher_hidden
+                    (terms["total"] * ranks.world).backward()
                 if tracked:
                     peaks.append(snapshot(tracker))
                 optimizer_step(optimizer, training.grad_clip)  # outside the tracker (see the module docstring)
@@ -220,7 +228,7 @@ def trace_one_gpu(config: dict, teacher_config, rows: int) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from normgrow.model.student import BlockStackStudent
-    from normgrow.train.diagnostics import next_token_ce
+    from normgrow.train.diagnostics import block_states, next_token_ce
     from normgrow.train.evaluate import causal_lm_ce_sum
 
     s, d = config["student"], config["data"]
@@ -235,8 +243,9 @@ def trace_one_gpu(config: dict, teacher_config, rows: int) -> dict:
                                                  s["attn_implementation"])
         with PeakMemory() as diagnostics, torch.inference_mode():
             student.eval()
-            _, streams = student(diag_batch.input_ids, diag_batch.attention_mask, output_block_states=True)
+            streams = block_states(student, diag_batch)
             next_token_ce(student, diag_batch, 0, diag_targets, config["train"]["loss_chunk"])
+            del streams  # held through the block-removal CE, as `diagnose` holds them
         return {"teacher check": {"weights": module_gib(teacher), "working set": check.peak / GiB,
                                   "largest tensor": check.largest},
                 "diagnostics": {"weights": module_gib(student), "working set": diagnostics.peak / GiB,
