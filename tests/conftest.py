@@ -77,6 +77,15 @@ def heavy_imports(*modules: str) -> list[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 
 
+def headless_dom(chromium: str, page: Path, profile: Path, budget_ms: int, timeout: int) -> str:
+    """The DOM of `page` after headless Chromium ran its scripts for `budget_ms` of virtual time, offline."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}"]
+    return subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
+                          timeout=timeout).stdout
+
+
 @pytest.fixture
 def chromium() -> str:
     """Headless Chromium for the report tests: skipped where it is not installed, a failure where

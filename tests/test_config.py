@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -502,16 +503,23 @@ def test_a_boundary_token_outside_the_teachers_tokenizer_is_refused_naming_the_k
     check_teacher_files(config, PREFIXES)
 
 
-def test_a_cached_hub_teacher_is_checked_and_one_not_cached_is_left_to_the_jobs(raw, tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+def hub_cache(cache: Path, monkeypatch, name: str, snapshots: dict[str, str]) -> None:
+    """A Hugging Face hub cache at `cache` (used by huggingface_hub from now on) holding the repository `name`
+    with a teacher's files per snapshot (commit → model_type); its default branch at the first."""
     import huggingface_hub.constants
 
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    repo = tmp_path / "hub" / "models--someone--gemma-like"
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    repo = cache / f"models--{name.replace('/', '--')}"
     (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text("0" * 40)
+    (repo / "refs" / "main").write_text(next(iter(snapshots)))
     (repo / "snapshots").mkdir()
-    local_teacher(repo / "snapshots" / ("0" * 40), "made_up_decoder")
+    for commit, model_type in snapshots.items():
+        local_teacher(repo / "snapshots" / commit, model_type)
+
+
+def test_a_cached_hub_teacher_is_checked_and_one_not_cached_is_left_to_the_jobs(raw, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub_cache(tmp_path / "hub", monkeypatch, "someone/gemma-like", {"0" * 40: "made_up_decoder"})
     config = validate_config(merge(raw, {"teacher": {"name": "someone/gemma-like"}}), SCHEMA)
     assert teacher_error(config).startswith("teacher.name: 'someone/gemma-like'")
     config["teacher"]["name"] = "someone/not-cached"
@@ -521,15 +529,8 @@ def test_a_cached_hub_teacher_is_checked_and_one_not_cached_is_left_to_the_jobs(
 def test_a_cached_hub_teacher_is_checked_at_its_revision(raw, tmp_path, monkeypatch):
     """teacher.revision names the snapshot the dry run reads: the default branch's is an unsupported family, the
     pinned commit's a supported one."""
-    import huggingface_hub.constants
-
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    repo = tmp_path / "hub" / "models--someone--two-snapshots"
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text("0" * 40)
-    (repo / "snapshots").mkdir()
-    local_teacher(repo / "snapshots" / ("0" * 40), "made_up_decoder")
-    local_teacher(repo / "snapshots" / ("1" * 40), next(iter(PREFIXES)))
+    hub_cache(tmp_path / "hub", monkeypatch, "someone/two-snapshots",
+              {"0" * 40: "made_up_decoder", "1" * 40: next(iter(PREFIXES))})
     config = validate_config(merge(raw, {"teacher": {"name": "someone/two-snapshots"}}), SCHEMA)
     assert "'made_up_decoder'" in teacher_error(config)
     config["teacher"]["revision"] = "1" * 40

@@ -3,10 +3,9 @@ page that renders in headless Chromium with every image loaded."""
 
 import json
 import re
-import subprocess
 
 import pytest
-from conftest import latex_errors
+from conftest import headless_dom, latex_errors
 
 TABLES = ["table1", "table2", "table3", "table4", "tableA1", "tableA2", "tableA3", "tableA4", "tableB3", "tableP1",
           "tableP2"]
@@ -53,11 +52,7 @@ def test_report_renders_in_chromium(ci_workdir, tmp_path, chromium):
     page = tmp_path / "index.html"
     page.write_text((ci_workdir / "results" / "paper" / "index.html").read_text().replace("</body>",
                                                                                          CHECK_IMAGES + "</body>"))
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000"]
-    dom = subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout
+    dom = headless_dom(chromium, page, tmp_path / "profile", 5000, 120)
     images = re.search(r'data-images="(\d+)"', dom)
     broken = re.search(r'data-broken="(\d+)"', dom)
     assert images and broken, dom[-2000:]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, snakemake_command
+from conftest import REPO, headless_dom, snakemake_command
 
 # The Snakemake report's names of results/paper's tables and figures (normgrow.paper.items,
 # restated here); each caption opens with this name in bold.
@@ -167,11 +167,7 @@ def test_report_renders_in_chromium(snakemake_report, tmp_path, chromium):
     folder: Path = snakemake_report["folder"]
     page = folder / "checked.html"
     page.write_text(snakemake_report["page"].replace("<head>", "<head>" + CATCH_ERRORS, 1))
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000"]
-    dom = subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=180).stdout
+    dom = headless_dom(chromium, page, tmp_path / "profile", 10000, 180)
     errors = re.search(r"data-errors=\"([^\"]*)\"", dom)
     assert errors, dom[-2000:]
     assert json.loads(errors.group(1).replace("&quot;", '"')) == []
