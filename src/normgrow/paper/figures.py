@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from normgrow.paper.roles import Role, has_role  # noqa: E402
+from normgrow.paper.stats import EFFECTS  # noqa: E402
+from normgrow.paper.stats import effects as effects_2x2  # noqa: E402
 
 PLACEMENT_COLORS = {"pre": "#0072B2", "post": "#D55E00"}
 EXTRA_COLORS = ["#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
@@ -305,9 +307,9 @@ def placements(final: pd.DataFrame, names: list[str], directory: Path) -> list[P
     effects = {"Δ_joint": [], "Δ_grow": [], "interaction": []}
     ce = final.set_index(["run", "seed"])["ce"]
     for placement in names:
-        joint = ce[f"{placement}-joint"] - ce["pre-joint"]
-        grow = ce[f"{placement}-grow"] - ce["pre-grow"]
-        for key, values in (("Δ_joint", joint), ("Δ_grow", grow), ("interaction", grow - joint)):
+        of_placement = effects_2x2(ce, placement)
+        for key, name in zip(effects, EFFECTS, strict=True):
+            values = of_placement[name]
             effects[key].append((values.mean(), values.min(), values.max()))
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(names), 2.8))
