@@ -281,7 +281,7 @@ def full_step(s: dict, variant: str, ranks, seeds: list[int]):
     from normgrow.train.distributed import shard_student
     from normgrow.train.forward import positions_and_labels, teacher_hidden_states
     from normgrow.train.objective import Objective, fused_objective, loss_positions
-    from normgrow.train.trainer import build_optimizer, optimizer_step
+    from normgrow.train.trainer import build_optimizer
 
     attention = "flex_attention" if variant == "ours-flex" else "sdpa"
     teacher, student = build(s, ranks.device, attention)
@@ -316,13 +316,12 @@ def full_step(s: dict, variant: str, ranks, seeds: list[int]):
                                     normalizer=normalizers[i])
             del hidden, teacher_hidden
             (terms["total"] * ranks.world).backward()
-            optimizer_step(optimizer, OPTIMIZER["grad_clip"])
         else:
             terms = naive_terms(student, teacher, batches[i], objective, s["precision"])
             terms["total"].backward()
-            torch.nn.utils.clip_grad_norm_(params, OPTIMIZER["grad_clip"])
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+        torch.nn.utils.clip_grad_norm_(params, OPTIMIZER["grad_clip"])
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
         losses.append(float(terms["total"]))
 
     return step, [batch.tokens for batch in batches], flops, losses

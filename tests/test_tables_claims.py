@@ -2,6 +2,7 @@
 
 import pandas as pd
 import pytest
+from matplotlib.container import BarContainer
 
 from normgrow.paper import figures
 from normgrow.paper.claims import (
@@ -346,9 +347,10 @@ def test_scale_drift_is_the_rms_spread_at_the_last_checkpoint_over_the_first():
     assert drift(pre=(1.0, 1.2), post=(1.0, 1.0)).verdict == DISAGREES
 
 
-def test_placements_table_and_figure_against_pre_norm(tmp_path):
+def test_placements_table_and_figure_against_pre_norm(tmp_path, monkeypatch):
     """Known answers: sandwich ties pre-norm under joint and beats it by 0.2 under grow (interaction
-    −0.2); deepnorm is 0.1 worse under both (interaction 0); pairing by seed removes the seed noise."""
+    −0.2); deepnorm is 0.1 worse under both (interaction 0); pairing by seed removes the seed noise. Fig. P1
+    draws the same effects: a bar per effect and placement, its height the mean."""
     rows = fixture(noise=0.05).to_dict("records")
     for placement, (j, g) in {"sandwich": (3.00, 2.70), "deepnorm": (3.10, 3.00)}.items():
         for seed, offset in zip((1, 2, 3), (-0.05, 0.0, 0.05), strict=True):
@@ -365,6 +367,22 @@ def test_placements_table_and_figure_against_pre_norm(tmp_path):
     assert frame.loc[("sandwich", "norm weights / layer"), "text"] == "4·H"
     paths = figures.placements(results.final, placements_with_roles(results), tmp_path)
     assert [p.suffix for p in paths] == [".png", ".pdf"] and paths[0].stat().st_size > 1000
+    bars = {}
+
+    def record(fig, path, **options):
+        (ax,) = fig.axes
+        names = [label.get_text() for label in ax.get_xticklabels()]
+        for container in ax.containers:
+            if isinstance(container, BarContainer):  # not the error bars
+                bars[container.get_label()] = dict(zip(names, (bar.get_height() for bar in container), strict=True))
+        return []
+
+    monkeypatch.setattr(figures, "save", record)
+    figures.placements(results.final, placements_with_roles(results), tmp_path)
+    expected = {"sandwich": (0.0, -0.2, -0.2), "deepnorm": (0.1, 0.1, 0.0), "post": (0.0, -0.1, -0.1)}
+    for placement, values in expected.items():
+        drawn = tuple(bars[effect][placement] for effect in ("Δ_joint", "Δ_grow", "interaction"))
+        assert drawn == pytest.approx(values, abs=1e-9), placement
     with pytest.raises(NotBuilt, match="placement other than pre-norm"):
         tableP1(Results(fixture().query("run.str.startswith('pre')")), ref())
 

@@ -20,7 +20,7 @@ from normgrow.design.schedule import lr_at
 from normgrow.model.student import BlockStackStudent
 from normgrow.train.data import collate, epoch_permutation
 from normgrow.train.objective import Objective, loss_positions, next_token_labels
-from normgrow.train.trainer import build_optimizer, optimizer_step
+from normgrow.train.trainer import build_optimizer
 
 TRAIN = Training.from_config(tiny_run_config()["train"])
 
@@ -43,20 +43,6 @@ def test_build_optimizer(teacher):
     assert id(student.embed_tokens.weight) not in got
     assert id(student.lm_head.weight) in got and id(student.boundary_norm.weight) in got
     assert all(id(p) not in got for p in student.blocks[0].parameters())
-
-
-@pytest.mark.parametrize("clip,expected", [(0.5, 0.5), (10.0, 5.0)])
-def test_optimizer_step_clips_the_global_gradient_norm(clip, expected):
-    """A gradient of norm 5 (over two parameters) is scaled to the clip before the step; a larger clip
-    leaves it; the norm before clipping is returned and the gradients are dropped."""
-    a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))
-    a.grad, b.grad = torch.tensor([3.0, 0.0]), torch.tensor([4.0])
-    optimizer = torch.optim.SGD([a, b], lr=1.0)
-    norm = optimizer_step(optimizer, clip)
-    assert float(norm) == pytest.approx(5.0)
-    step = torch.cat([a.detach(), b.detach()])
-    assert float(step.norm()) == pytest.approx(expected)  # SGD with lr 1: the step is −(clipped gradient)
-    assert a.grad is None and b.grad is None
 
 
 # ---------------------------------------------------------------- end to end
@@ -92,6 +78,28 @@ def test_spec_shape():
     assert spec.shard_docs == STEPS * BATCH
     assert [p.active_blocks for p in spec.phases] == [1, 2]
     assert all(p.schedule_offset == 0 and p.schedule_length == STEPS for p in spec.phases)
+
+
+def test_an_update_clips_the_global_gradient_norm_before_its_step(workspace, freeze_run):
+    """train.grad_clip scales the gradient before AdamW's step, and train.csv keeps the norm before clipping:
+    with a clip of 1e-12 the first update's recorded norm is the unclipped run's (same weights, same batch),
+    while the weights barely move (AdamW's eps, 1e-8, dwarfs a gradient of norm 1e-12)."""
+    config = tiny_run_config()
+    config["train"]["grad_clip"] = 1e-12
+    out = workspace["root"] / "clipped"
+    threads = torch.get_num_threads()
+    try:
+        train_alone(phase_spec(config, "post-freeze", SEED, 0), Execution.from_config(config), workspace["teacher"],
+                    workspace["tokens"], None, out, log=io.StringIO())
+    finally:
+        torch.set_num_threads(threads)
+    clipped, unclipped = read_csv(out / "train.csv")[0], read_csv(freeze_run[0] / "train.csv")[0]
+    assert float(clipped["grad_norm"]) == float(unclipped["grad_norm"]) > 1e-3
+    init = BlockStackStudent.from_teacher(workspace["teacher_model"], "post", 2, LAYERS_PER_BLOCK, seed=SEED)
+    key = "lm_head.weight"
+    moved = {name: float((load_file(str(path / "student.safetensors"))[key] - init.state_dict()[key]).abs().max())
+             for name, path in (("clipped", out), ("unclipped", freeze_run[0]))}
+    assert moved["clipped"] < 1e-2 * moved["unclipped"], moved
 
 
 def test_freeze_checkpoints(workspace, freeze_run):

@@ -19,6 +19,7 @@ import shlex
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 
 from normgrow.design.execution import JOB_FILE
 from normgrow.train.attempts import begin_attempt
@@ -65,60 +66,62 @@ def torchrun_command(ranks_per_node: int, nodes: int, phase_args: list[str], shu
 
 def launch_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1, attempt: int = 1, *,
                   shutdown_timeout: int, gpus_per_node: int = 0, cpus_per_gpu: int = 0, name: str = "") -> int:
-    """`start_phases`, its errors naming the job by `name` (what it trains: its rule and run phases, set by
-    workflow/scripts/train_phase.py): a note on a Python exception, a line in `log` after ranks that failed."""
-    try:
-        status = start_phases(job, log, ranks_per_node, nodes, attempt, shutdown_timeout=shutdown_timeout,
-                              gpus_per_node=gpus_per_node, cpus_per_gpu=cpus_per_gpu)
-    except Exception as error:
-        if name:
-            error.add_note(f"in the {name}")
-        raise
-    if name and status not in (0, Preempted.exit_code):
-        print(f"the {name} failed: its ranks exited with status {status} (their tracebacks are above)", file=log)
-    return status
-
-
-def start_phases(job: TrainingJob, log, ranks_per_node: int = 1, nodes: int = 1, attempt: int = 1, *,
-                 shutdown_timeout: int, gpus_per_node: int = 0, cpus_per_gpu: int = 0) -> int:
     """Train the job (one phase, or a group on one teacher forward per batch) with `ranks_per_node × nodes`
     ranks; return the exit status (143: preempted, resume by rerunning). `attempt`: Snakemake's (1, or a
     retry's > 1): a retry restores the outputs of phases an earlier attempt finished, and fails at once
     (PreviousAttemptFailed) after one that raised a Python exception (normgrow.train.attempts.begin_attempt).
     `shutdown_timeout`: torchrun's grace for the ranks after a SIGTERM (torchrun_command). `gpus_per_node`: what
     the job asked for (resources.train.gpus), told to every rank (job_environment; a rank refuses to train on
-    fewer GPUs than its node's ranks); with `cpus_per_gpu`, the multi-node srun's binding."""
-    os.environ.update(job_environment(gpus_per_node))  # before CUDA is initialised, here and in the ranks
-    print(f"{ranks_per_node} rank(s) per node on {nodes} node(s); "
-          f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}; attempt {attempt}" +
-          (f" in SLURM job {os.environ['SLURM_JOB_ID']}" if "SLURM_JOB_ID" in os.environ else ""), file=log, flush=True)
-    if begin_attempt([(task.out, task.resume_hash()) for task in job.tasks], attempt, log):
-        return 0
-    if ranks_per_node == 1 and nodes == 1:
+    fewer GPUs than its node's ranks); with `cpus_per_gpu`, the multi-node srun's binding. `name`: what the job
+    trains (its rule and run phases, set by workflow/scripts/train_phase.py), a note on a Python exception and
+    a line in `log` after ranks that failed."""
+    with naming_errors(name):
+        os.environ.update(job_environment(gpus_per_node))  # before CUDA is initialised, here and in the ranks
+        print(f"{ranks_per_node} rank(s) per node on {nodes} node(s); "
+              f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}; attempt {attempt}" +
+              (f" in SLURM job {os.environ['SLURM_JOB_ID']}" if "SLURM_JOB_ID" in os.environ else ""),
+              file=log, flush=True)
+        if begin_attempt([(task.out, task.resume_hash()) for task in job.tasks], attempt, log):
+            return 0
+        if ranks_per_node == 1 and nodes == 1:
+            try:
+                train_phases(job, log)
+            except Preempted as stop:
+                print(stop, file=log, flush=True)
+                return Preempted.exit_code
+            return 0
+        out = job.tasks[0].out
+        out.mkdir(parents=True, exist_ok=True)
+        job_path = out / JOB_FILE
+        job_path.write_text(json.dumps(job.to_json()))
+        args = ["--job", str(job_path)]
+        command = torchrun_command(ranks_per_node, nodes, args, shutdown_timeout, gpus_per_node, cpus_per_gpu)
+        print("launching:", " ".join(command), file=log, flush=True)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        terminated = []
+
+        def forward(signum, frame):
+            terminated.append(signum)
+            process.send_signal(signum)
+
+        previous_handler = signal.signal(signal.SIGTERM, forward)
         try:
-            train_phases(job, log)
-        except Preempted as stop:
-            print(stop, file=log, flush=True)
-            return Preempted.exit_code
-        return 0
-    out = job.tasks[0].out
-    out.mkdir(parents=True, exist_ok=True)
-    job_path = out / JOB_FILE
-    job_path.write_text(json.dumps(job.to_json()))
-    args = ["--job", str(job_path)]
-    command = torchrun_command(ranks_per_node, nodes, args, shutdown_timeout, gpus_per_node, cpus_per_gpu)
-    print("launching:", " ".join(command), file=log, flush=True)
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    terminated = []
+            status = process.wait()
+        finally:
+            signal.signal(signal.SIGTERM, previous_handler)
+        job_path.unlink(missing_ok=True)
+        status = Preempted.exit_code if terminated and status != 0 else status
+    if name and status not in (0, Preempted.exit_code):
+        print(f"the {name} failed: its ranks exited with status {status} (their tracebacks are above)", file=log)
+    return status
 
-    def forward(signum, frame):
-        terminated.append(signum)
-        process.send_signal(signum)
 
-    previous_handler = signal.signal(signal.SIGTERM, forward)
+@contextmanager
+def naming_errors(name: str):
+    """A Python exception raised inside carries the note "in the `name`" (none without a name)."""
     try:
-        status = process.wait()
-    finally:
-        signal.signal(signal.SIGTERM, previous_handler)
-    job_path.unlink(missing_ok=True)
-    return Preempted.exit_code if terminated and status != 0 else status
+        yield
+    except Exception as error:
+        if name:
+            error.add_note(f"in the {name}")
+        raise

@@ -16,8 +16,8 @@ What is traced (`trace`):
   `train.precision`), `build_optimizer`, `train.activation_checkpointing` — then two updates (the
   second has optimizer state) on the longest batch the config allows: batch_size / gpus documents of
   max_length real tokens. An update is what `Trainer.train_step` does: one `teacher_hidden_states`
-  forward, then each student's forward, `fused_objective`, backward and `optimizer_step` in turn (the
-  teacher's forward inside the student's step for a phase alone), so the peak holds every
+  forward, then each student's forward, `fused_objective`, backward, gradient clipping and optimizer
+  step in turn (the teacher's forward inside the student's step for a phase alone), so the peak holds every
   student's sharded weights and AdamW state, the teacher's hidden states at the loss positions and
   one student's activations and gradients (the others' gradients are freed by their optimizer step);
 - the teacher check's forward (`causal_lm_ce_sum`, one GPU, the same rows) and the diagnostics'
@@ -173,7 +173,7 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
     from normgrow.model.student import BlockStackStudent, at_positions
     from normgrow.train.forward import teacher_hidden_states
     from normgrow.train.objective import fused_objective
-    from normgrow.train.trainer import build_optimizer, optimizer_step
+    from normgrow.train.trainer import build_optimizer
 
     s, t = config["student"], config["train"]
     training = Training.from_config(t)
@@ -212,7 +212,10 @@ def trace_training(config: dict, teacher_config, shape: Shape, students: int = 1
                     (terms["total"] * ranks.world).backward()
                 if tracked:
                     peaks.append(snapshot(tracker))
-                optimizer_step(optimizer, training.grad_clip)  # outside the tracker (see the module docstring)
+                # outside the tracker (see the module docstring)
+                torch.nn.utils.clip_grad_norm_(student.parameters(), training.grad_clip)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
             return peaks
 
         update(tracked=False)  # update 1: FSDP's lazy initialisation and AdamW's state

@@ -27,9 +27,9 @@ optimizer, schedule, RNG states, resume states and outputs (`Member`), so that a
 bit-identical whether its phase trains alone or in a group (a phase alone is a group of one: one code path).
 
 One update is `Trainer.train_step`, top to bottom: the batch, the teacher's forward, then each student's
-forward, loss (`fused_objective`, called on the student's LM head weight after its forward), backward and
-`optimizer_step` (clip and step, also called by the benchmark, benchmarks/distill_step.py, and the memory
-trace, normgrow.cluster.trace), and its bookkeeping. Tests inject faults through `normgrow.train.faults`.
+forward, loss (`fused_objective`, called on the student's LM head weight after its forward), backward,
+gradient clipping and optimizer step (as the benchmark, benchmarks/distill_step.py, and the memory trace,
+normgrow.cluster.trace, make them), and its bookkeeping. Tests inject faults through `normgrow.train.faults`.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from pathlib import Path
 
 import torch
 from torch.distributed.tensor import DTensor
+from torch.nn.utils import clip_grad_norm_
 from tqdm import tqdm
 
 from normgrow.design import science_code
@@ -445,7 +446,10 @@ class Trainer:
                 del hidden, teacher_hidden  # a phase alone's teacher states go before its backward
                 terms["total"] = member.faults.loss(t, terms["total"])
                 (terms["total"] * self.ranks.world).backward()  # FSDP averages gradients over the ranks
-                grad_norm = optimizer_step(member.optimizer, member.spec.training.grad_clip)  # clipped, stepped
+                params = [p for group in member.optimizer.param_groups for p in group["params"]]
+                grad_norm = clip_grad_norm_(params, member.spec.training.grad_clip)  # over all ranks, before clipping
+                member.optimizer.step()
+                member.optimizer.zero_grad(set_to_none=True)
             try:
                 self.record_update(member, t, lr, batch.tokens, terms, grad_norm)
             except FloatingPointError as error:
@@ -479,7 +483,7 @@ class Trainer:
         non-finite loss or gradient norm (the update is applied then, but a phase that stops saves nothing,
         so its last good resume state stays), count its `tokens`, log its row, save a snapshot if due."""
         loss, ce, kd, kd_soft = self.ranks.sum(*(terms[k].detach() for k in ("total", "ce", "kd", "kd_soft")))
-        grad_norm = float(grad_norm)  # global: the same on every rank
+        grad_norm = float(grad_norm.full_tensor() if isinstance(grad_norm, DTensor) else grad_norm)  # every rank's
         if not (math.isfinite(loss) and math.isfinite(grad_norm)):
             raise FloatingPointError(f"{member.label}: non-finite loss ({loss}) or gradient norm ({grad_norm}) at "
                                      f"update {t}; the last good resume state is kept in {member.resume.directory}")
@@ -569,16 +573,6 @@ def build_student(spec: PhaseSpec, execution: Execution, teacher: torch.nn.Modul
         student.compile_layers()
     shard_student(student, ranks, spec.training.precision)
     return student, before
-
-
-def optimizer_step(optimizer: torch.optim.Optimizer, grad_clip: float) -> torch.Tensor:
-    """Clip the global gradient norm (over all ranks' shards) to `grad_clip`, step, drop the
-    gradients; returns the norm before clipping."""
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
 
 def write_outputs(out: Path, record: PhaseRecord, train_rows: list, eval_rows: list, saved_snapshots: Path,
