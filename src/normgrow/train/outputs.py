@@ -1,10 +1,11 @@
-"""A job's files: the student's unsharded weights (safetensors) and JSON (a phase's state.json, the
-diagnostics, the resume and attempt records), each written by the one atomic writer here, and the
-student loaded back from its weights. Imports torch only to save or load weights: the attempt records
-(normgrow.train.attempts) are written without it."""
+"""A job's files: the student's unsharded weights (safetensors), JSON (a phase's state.json, the
+diagnostics, the resume and attempt records) and CSV (a phase's train.csv and eval.csv), each written by
+the one atomic writer here, and the student loaded back from its weights. Imports torch only to save or
+load weights: the attempt records (normgrow.train.attempts) are written without it."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from collections.abc import Callable
@@ -29,6 +30,18 @@ def write_json(path: Path, data: dict, indent: int | None = 2) -> None:
     """`data` as JSON at `path`, atomically: indented with a final newline, or on one line (`indent` None)."""
     text = json.dumps(data, indent=indent) + ("\n" if indent is not None else "")
     atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """`rows` as CSV at `path`, atomically, the first row's keys its header."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+    atomic_write(path, write)
 
 
 def save_student(student: torch.nn.Module, path: Path) -> None:

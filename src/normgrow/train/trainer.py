@@ -34,7 +34,6 @@ normgrow.cluster.trace, make them), and its bookkeeping. Tests inject faults thr
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -70,7 +69,7 @@ from normgrow.train.evaluate import evaluate_students
 from normgrow.train.faults import Faults
 from normgrow.train.forward import positions_and_labels, teacher_hidden_states
 from normgrow.train.objective import Objective, fused_objective, loss_positions
-from normgrow.train.outputs import atomic_write, load_student, save_student, write_json
+from normgrow.train.outputs import load_student, save_student, write_csv, write_json
 from normgrow.train.resume import ResumeStore, rng_state, seed_all, set_rng_state, spec_hash
 from normgrow.train.teacher import load_teacher
 from normgrow.train.tracking import Tracker
@@ -82,15 +81,6 @@ def build_optimizer(student: torch.nn.Module, training: Training) -> torch.optim
     params = [p for p in student.parameters() if p.requires_grad]
     return torch.optim.AdamW(params, lr=training.lr, betas=training.betas, eps=training.eps,
                              weight_decay=training.weight_decay, fused=True)
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    def write(tmp):
-        with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    atomic_write(path, write)
 
 
 class Preempted(RuntimeError):
