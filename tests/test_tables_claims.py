@@ -446,6 +446,22 @@ def test_fig4_has_a_column_per_diagnosed_grow_run(tmp_path, monkeypatch):
     assert titles == ["pre-grow", "post-grow", "sandwich-grow"]
 
 
+def test_fig3b_draws_post_minus_pre_at_each_phase_end(tmp_path, monkeypatch):
+    """Fig. 3b's right panel: a bar per phase, its height the mean over seeds of post-grow − pre-grow."""
+    phases = fixture(grow=(2.90, 2.80))
+    phases.loc[(phases["run"] == "post-grow") & (phases["phase"] == 1), "ce"] = 3.05
+    heights = {}
+
+    def record(fig, path, **options):
+        (bars,) = (c for c in fig.axes[1].containers if isinstance(c, BarContainer))
+        heights.update((round(bar.get_x() + bar.get_width() / 2), bar.get_height()) for bar in bars)
+        return []
+
+    monkeypatch.setattr(figures, "save", record)
+    figures.crossover(Results(phases).phases, tmp_path)
+    assert heights == pytest.approx({0: 0.0, 1: -0.15, 2: -0.10})
+
+
 def test_growth_operator_tables_set_each_operator_against_the_papers(tmp_path):
     """Known answers: under zero, post-norm beats pre-norm by 0.1 (Δ_grow −0.1) where under random
     it trails by 0.1; the transition rows are found per operator and placement."""

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from normgrow.paper.roles import Role, has_role  # noqa: E402
-from normgrow.paper.stats import EFFECTS  # noqa: E402
+from normgrow.paper.stats import EFFECTS, delta  # noqa: E402
 from normgrow.paper.stats import effects as effects_2x2  # noqa: E402
 
 PLACEMENT_COLORS = {"pre": "#0072B2", "post": "#D55E00"}
@@ -90,9 +90,10 @@ def _seed_stats(frame: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
 
 
 def seed_range(stats: pd.DataFrame):
-    """Min–max error bars around the seed mean, or None for a single seed."""
+    """Min–max error bars around the seed mean, or None for a single seed (seeds of one value: none below the
+    rounding of the mean, which matplotlib refuses)."""
     if (stats["count"] > 1).any():
-        return [stats["mean"] - stats["min"], stats["max"] - stats["mean"]]
+        return [(stats["mean"] - stats["min"]).clip(lower=0), (stats["max"] - stats["mean"]).clip(lower=0)]
     return None
 
 
@@ -126,10 +127,8 @@ def crossover(phases: pd.DataFrame, directory: Path) -> list[Path]:
         for placement, color in PLACEMENT_COLORS.items():
             stats = _seed_stats(phases[phases["run"] == f"{placement}-grow"], ["phase"], "ce")
             _errorbar(ax, stats["phase"], stats, color, f"{placement}-grow")
-        pre = phases[phases["run"] == "pre-grow"].set_index(["seed", "phase"])["ce"]
-        post = phases[phases["run"] == "post-grow"].set_index(["seed", "phase"])["ce"]
-        delta = (post - pre).dropna().rename("delta").reset_index()
-        stats = _seed_stats(delta, ["phase"], "delta")
+        by_phase = delta(phases.set_index(["run", "seed", "phase"])["ce"], "grow")  # post − pre, per seed and phase
+        stats = _seed_stats(by_phase.dropna().rename("delta").reset_index(), ["phase"], "delta")
         colors = [PLACEMENT_COLORS["post"] if v < 0 else PLACEMENT_COLORS["pre"] for v in stats["mean"]]
         ax_d.bar(stats["phase"], stats["mean"], yerr=seed_range(stats), capsize=3, color=colors)
         ax_d.axhline(0, color="black", linewidth=0.8)
@@ -317,7 +316,7 @@ def placements(final: pd.DataFrame, names: list[str], directory: Path) -> list[P
         for i, (key, color) in enumerate(zip(effects, ("#4C72B0", "#DD8452", "#55A868"), strict=True)):
             x = [j + (i - 1) * width for j in range(len(names))]
             means = [m for m, _, _ in effects[key]]
-            spread = [[m - lo for m, lo, _ in effects[key]], [hi - m for m, _, hi in effects[key]]]
+            spread = [[max(m - lo, 0) for m, lo, _ in effects[key]], [max(hi - m, 0) for m, _, hi in effects[key]]]
             ax.bar(x, means, width, yerr=spread, capsize=2, color=color, label=key)
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(names)), names, rotation=20)

@@ -42,7 +42,7 @@ from normgrow.paper.claims import ABSENT, MIN_PARITY_SEEDS, NOT_SHOWN, PAPER_KUR
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import Property
 from normgrow.paper.results import Results
-from normgrow.paper.stats import mean_ci
+from normgrow.paper.stats import effects, mean_ci
 
 MIN_MASSIVE = 10.0
 START_GAP_FACTOR = 100  # × the paper's largest effect: the widest start gap a common start allows
@@ -59,8 +59,8 @@ def baseline_parity(results: Results, paper: str, margin: float) -> Property:
     name = "baseline parity: Δ_joint within the margin (the parity rule)"
     if not results.has("pre-joint", "post-joint", "pre-grow", "post-grow"):
         return Property(name, paper, "needs pre-/post-joint and pre-/post-grow", None)
-    d_joint = (results.final_metric("post-joint") - results.final_metric("pre-joint")).dropna()
-    interaction = results.final_metric("post-grow") - results.final_metric("pre-grow") - d_joint
+    of_post = effects(results.final_ce())
+    d_joint, interaction = of_post["delta_joint"].dropna(), of_post["interaction"]
     mean, low, high = mean_ci(d_joint)
     shown = f"Δ_joint {mean:+.4f}" + (f" [{low:+.4f}, {high:+.4f}]" if len(d_joint) > 1 else "")
     verdict = parity(low, high, len(d_joint), margin)

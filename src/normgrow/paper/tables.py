@@ -488,11 +488,12 @@ def tableG1(r: Results, ref: dict) -> Table:
         raise NotBuilt("needs pre- and post-norm grow runs under a growth operator other than random")
     t = Table("tableG1",
               note="random is the paper's operator (a fresh block); zero, copy and ramp as in docs/growth.md.")
+    ce = r.final_ce()
     for operator in operators:
-        pre, post = (r.final_metric(str(Role(p, "grow", operator))) for p in ("pre", "post"))
-        t.add("Pre-norm", operator, pre)
-        t.add("Post-norm", operator, post)
-        t.add("Δ_grow (Post−Pre)", operator, post - pre)
+        grow = str(Role("pre", "grow", operator)).removeprefix("pre-")  # the curriculum's name: grow, grow+zero, ...
+        t.add("Pre-norm", operator, ce[f"pre-{grow}"])
+        t.add("Post-norm", operator, ce[f"post-{grow}"])
+        t.add("Δ_grow (Post−Pre)", operator, delta(ce, grow))
     return t
 
 
