@@ -14,7 +14,7 @@ import yaml
 from conftest import REPO
 
 from normgrow.paper import control
-from normgrow.paper.comparison import Estimate, Selection, conditional_pool
+from normgrow.paper.comparison import Estimate, Selection, conditional_pool, reading
 from normgrow.paper.stats import parity_power, power_mean, seeds_for_power, t975
 
 KEPT = REPO / "docs" / "results" / "comparison"
@@ -43,7 +43,7 @@ def test_the_matched_interaction_and_the_update_part_add_up_to_the_interaction()
     ce = {"pre-joint": [4.0, 4.1], "post-joint": [4.2, 4.3], "pre-grow": [3.8, 3.9], "post-grow": [3.85, 3.9],
           "pre-joint-matched": [3.7, 3.75], "post-joint-matched": [3.8, 3.8],
           "pre-joint-longer": [3.6, 3.6], "post-joint-longer": [3.65, 3.7]}
-    table = control.effects(control.reading_table(per_seed_frame(ce), control.lrs(SELECTION, "shared")))
+    table = control.effects(reading(per_seed_frame(ce), control.lrs(SELECTION, "shared"), control.CELLS))
     assert table["delta_joint"].tolist() == pytest.approx([0.2, 0.2])
     assert table["delta_matched"].tolist() == pytest.approx([0.1, 0.05])
     assert table["matched_interaction"].tolist() == pytest.approx([0.05 - 0.1, 0.0 - 0.05])

@@ -45,6 +45,7 @@ import copy
 import json
 import math
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +80,13 @@ def final_ce(phases: pd.DataFrame, roles: dict, lr: float) -> pd.DataFrame:
     return pd.DataFrame({"lr": lr, "seed": final["seed"].astype(int), "cell": final["run"], "ce": final["ce"]})
 
 
+def by_lr(readings: list[dict[str, float]], cells: tuple[str, ...]) -> dict[float, list[str]]:
+    """What a set of runs trains, per LR (ascending): every cell at every LR one of `readings` (cell → LR) puts
+    it at, in the order of `cells`."""
+    return {lr: [c for c in cells if any(r.get(c) == lr for r in readings)]
+            for lr in sorted({lr for r in readings for lr in r.values()})}
+
+
 @dataclass(frozen=True)
 class Selection:
     """The tuning's outcome: the grid, each cell's own LR and the shared LR."""
@@ -92,12 +100,7 @@ class Selection:
 
     def plan(self) -> dict[float, list[str]]:
         """What the confirmation trains, per LR: the cells whose own LR it is, and all four at the shared LR."""
-        plan: dict[float, list[str]] = {}
-        for cell in CELLS:
-            for lr in (self.own[cell], self.shared):
-                if cell not in plan.setdefault(lr, []):
-                    plan[lr].append(cell)
-        return {lr: [c for c in CELLS if c in cells] for lr, cells in sorted(plan.items())}
+        return by_lr([self.lrs(name) for name in READINGS], CELLS)
 
     def lrs(self, reading: str) -> dict[str, float]:
         return dict(self.own) if reading == "own" else {cell: self.shared for cell in CELLS}
@@ -188,12 +191,12 @@ def select(tuning: pd.DataFrame) -> Selection:
     return Selection(tuple(float(lr) for lr in summary.index), own, float(nearest_parity(summary)))
 
 
-def reading(confirm: pd.DataFrame, lrs: dict[str, float]) -> pd.DataFrame:
-    """The four cells' final CE per seed (index), each cell taken at its LR in `lrs`; seeds that lack a
-    cell are left out (every fresh seed trains every cell, so none should be)."""
+def reading(confirm: pd.DataFrame, lrs: dict[str, float], cells: tuple[str, ...] = CELLS) -> pd.DataFrame:
+    """The cells' final CE per seed (index), each cell taken at its LR in `lrs`; seeds that lack a cell are
+    left out (every fresh seed trains every cell, so none should be)."""
     picked = [confirm[(confirm["cell"] == cell) & (confirm["lr"] == lr)].set_index("seed")["ce"].rename(cell)
               for cell, lr in lrs.items()]
-    return pd.concat(picked, axis=1).dropna()[list(CELLS)].sort_index()
+    return pd.concat(picked, axis=1).dropna()[list(cells)].sort_index()
 
 
 @dataclass(frozen=True)
@@ -238,16 +241,26 @@ def verdict(effect: str, estimate: Estimate, margin: float, paper: float) -> str
 def confirmatory(confirm: pd.DataFrame, selection: Selection, teachers: list[str]) -> pd.DataFrame:
     """Per (reading, teacher, effect): the estimate over the fresh seeds; teacher "pooled" conditional on them.
     `confirm` has the columns teacher, lr, seed, cell, ce."""
+    return estimates(confirm, {name: selection.lrs(name) for name in READINGS}, teachers, effects, EFFECTS, CELLS)
+
+
+def estimates(per_seed: pd.DataFrame, readings: dict[str, dict[str, float]], teachers: list[str],
+              effects_of: Callable[[pd.DataFrame], Mapping[str, pd.Series]], names: tuple[str, ...],
+              cells: tuple[str, ...]) -> pd.DataFrame:
+    """Per (reading, teacher, effect): `effects_of` the cells' final CE per seed (`reading`, each cell at its LR
+    in `readings[reading]`), the effects `names` estimated over the seeds (`Estimate`, its spread kept), then
+    pooled over the teachers (teacher "pooled": `conditional_pool`). `per_seed` has the columns teacher, lr,
+    seed, cell, ce."""
     rows = []
-    for name in READINGS:
+    for name, lrs in readings.items():
         per_teacher = {}
         for teacher in teachers:
-            table = effects(reading(confirm[confirm["teacher"] == teacher], selection.lrs(name)))
-            per_teacher[teacher] = {e: Estimate.of(table[e]) for e in EFFECTS}
+            table = effects_of(reading(per_seed[per_seed["teacher"] == teacher], lrs, cells))
+            per_teacher[teacher] = {e: Estimate.of(table[e]) for e in names}
             rows += [{"reading": name, "teacher": teacher, "effect": e, "estimate": per_teacher[teacher][e],
-                      "spread": float(table[e].std(ddof=1))} for e in EFFECTS]
+                      "spread": float(table[e].std(ddof=1))} for e in names]
         rows += [{"reading": name, "teacher": "pooled", "effect": e, "spread": float("nan"),
-                  "estimate": conditional_pool([per_teacher[t][e] for t in teachers])} for e in EFFECTS]
+                  "estimate": conditional_pool([per_teacher[t][e] for t in teachers])} for e in names]
     return pd.DataFrame(rows)
 
 

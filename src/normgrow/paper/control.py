@@ -44,18 +44,20 @@ from __future__ import annotations
 import pandas as pd
 
 from normgrow.paper.comparison import CELLS as COMPARISON_CELLS
-from normgrow.paper.comparison import Estimate, Selection, conditional_pool, paper_effects
+from normgrow.paper.comparison import Estimate, Selection, by_lr, paper_effects
+from normgrow.paper.comparison import estimates as comparison_estimates
 from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.results import final_phases
+from normgrow.paper.stats import EFFECTS as EFFECTS_2x2
+from normgrow.paper.stats import LABELS as LABELS_2x2
 from normgrow.paper.stats import delta, power_mean, seeds_for_power
 from normgrow.paper.stats import effects as effects_2x2
 
 CONTROLS = ("pre-joint-matched", "post-joint-matched", "pre-joint-longer", "post-joint-longer")
 CELLS = (*COMPARISON_CELLS, *CONTROLS)
-EFFECTS = ("delta_joint", "delta_grow", "interaction", "delta_matched", "matched_interaction", "update_part",
-           "delta_longer", "longer_interaction", "guard")
-LABELS = {"delta_joint": "Δ_joint (post − pre, joint)", "delta_grow": "Δ_grow (post − pre, grow)",
-          "interaction": "interaction Δ_grow − Δ_joint", "delta_matched": "Δ_matched (post − pre, joint-matched)",
+EFFECTS = (*EFFECTS_2x2, "delta_matched", "matched_interaction", "update_part", "delta_longer", "longer_interaction",
+           "guard")
+LABELS = {**LABELS_2x2, "delta_matched": "Δ_matched (post − pre, joint-matched)",
           "matched_interaction": "matched interaction Δ_grow − Δ_matched",
           "update_part": "update-count part Δ_matched − Δ_joint",
           "delta_longer": "Δ_longer (post − pre, joint-longer)", "longer_interaction": "Δ_grow − Δ_longer",
@@ -77,12 +79,7 @@ def lrs(selection: Selection, reading: str) -> dict[str, float]:
 
 def plan(selection: Selection) -> dict[float, list[str]]:
     """What the control trains, per LR: every cell at every LR a reading puts it at."""
-    out: dict[float, list[str]] = {}
-    for name in READINGS:
-        for cell, lr in lrs(selection, name).items():
-            if cell not in out.setdefault(lr, []):
-                out[lr].append(cell)
-    return {lr: [c for c in CELLS if c in cells] for lr, cells in sorted(out.items())}
+    return by_lr([lrs(selection, name) for name in READINGS], CELLS)
 
 
 def final_ce(phases: pd.DataFrame, lr: float) -> pd.DataFrame:
@@ -106,13 +103,6 @@ def effects(wide: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def reading_table(per_seed: pd.DataFrame, cell_lrs: dict[str, float]) -> pd.DataFrame:
-    """The eight cells' final CE per seed (index), each at its LR in `cell_lrs`; seeds lacking a cell left out."""
-    picked = [per_seed[(per_seed["cell"] == cell) & (per_seed["lr"] == lr)].set_index("seed")["ce"].rename(cell)
-              for cell, lr in cell_lrs.items()]
-    return pd.concat(picked, axis=1).dropna()[list(CELLS)].sort_index()
-
-
 def negative(estimate: Estimate) -> bool:
     return estimate.high < 0
 
@@ -131,18 +121,8 @@ def reading_verdict(matched: Estimate, update: Estimate) -> str:
 def estimates(per_seed: pd.DataFrame, selection: Selection, teachers: list[str]) -> pd.DataFrame:
     """Per (reading, teacher, effect): the estimate over the seeds (step 5); teacher "pooled" is conditional on
     these teachers. `per_seed` has the columns teacher, lr, seed, cell, ce."""
-    rows = []
-    for name in READINGS:
-        per_teacher = {}
-        for teacher in teachers:
-            table = effects(reading_table(per_seed[per_seed["teacher"] == teacher], lrs(selection, name)))
-            per_teacher[teacher] = {e: Estimate.of(table[e]) for e in EFFECTS}
-            rows += [{"reading": name, "teacher": teacher, "effect": e, "estimate": per_teacher[teacher][e],
-                      "spread": float(table[e].std(ddof=1))} for e in EFFECTS]
-        for e in EFFECTS:
-            rows.append({"reading": name, "teacher": "pooled", "effect": e,
-                         "estimate": conditional_pool([per_teacher[t][e] for t in teachers]), "spread": float("nan")})
-    return pd.DataFrame(rows)
+    readings = {name: lrs(selection, name) for name in READINGS}
+    return comparison_estimates(per_seed, readings, teachers, effects, EFFECTS, CELLS)
 
 
 def verdicts(table: pd.DataFrame) -> dict[tuple[str, str], str]:
