@@ -48,6 +48,20 @@ def test_each_cell_takes_the_lr_of_its_lowest_mean_ce_and_the_lower_lr_on_a_tie(
     assert selection.at_edge("post-grow") and selection.at_edge("post-joint") and not selection.at_edge("pre-joint")
 
 
+def test_the_selection_is_read_from_the_file_the_select_checkpoint_wrote(tmp_path):
+    """Selection.made_by: the checkpoint's `selection` output, read (as workflow/comparison.smk's input functions
+    read it), and its plan: each cell at its own LR and all four at the shared LR."""
+    from types import SimpleNamespace
+
+    selection = Selection((0.005, 0.01, 0.02), {"pre-joint": 0.01, "post-joint": 0.02, "pre-grow": 0.005,
+                                                "post-grow": 0.02}, 0.02)
+    path = tmp_path / "selection.json"
+    path.write_text(selection.to_json())
+    checkpoint = SimpleNamespace(get=lambda: SimpleNamespace(output=SimpleNamespace(selection=str(path))))
+    assert Selection.made_by(checkpoint) == selection
+    assert selection.plan() == {0.005: ["pre-grow"], 0.01: ["pre-joint"], 0.02: list(CELLS)}
+
+
 def test_the_shared_lr_is_the_one_whose_delta_joint_interval_lies_nearest_zero_not_a_wide_one_that_contains_it():
     grid = {lr: {cell: [4.0, 4.0, 4.0] for cell in CELLS} for lr in (0.001, 0.01, 0.1, 0.2)}
     grid[0.001]["post-joint"] = [3.5, 4.0, 4.6]     # Δ_joint's interval contains 0 but is wide

@@ -57,7 +57,7 @@ localrules:
 rule comparison:
     input:
         selection=f"{OUT}/selection.json",
-        phases=lambda wildcards: PLAN.runs("confirm", Selection.read(checkpoints.select.get().output.selection).plan()),
+        phases=lambda wildcards: PLAN.runs("confirm", Selection.made_by(checkpoints.select).plan()),
     output:
         table=f"{OUT}/comparison.md",
         per_seed=f"{OUT}/per_seed.csv",
@@ -150,10 +150,8 @@ rule control_config:
 rule control:
     input:
         selection=f"{OUT}/selection.json",
-        phases=lambda wildcards: PLAN.runs(
-            "control", control.plan(Selection.read(checkpoints.select.get().output.selection))),
-        checks=lambda wildcards: PLAN.runs(
-            "control", control.plan(Selection.read(checkpoints.select.get().output.selection)), ".check.json"),
+        phases=lambda wildcards: PLAN.runs("control", control.plan(Selection.made_by(checkpoints.select))),
+        checks=lambda wildcards: PLAN.runs("control", control.plan(Selection.made_by(checkpoints.select)), ".check.json"),
     output:
         table=f"{OUT}/control.md",
         per_seed=f"{OUT}/control/per_seed.csv",

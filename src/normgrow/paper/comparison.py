@@ -113,6 +113,12 @@ class Selection:
         data = json.loads(Path(path).read_text())
         return cls(tuple(data["grid"]), {c: float(data["own"][c]) for c in CELLS}, float(data["shared"]))
 
+    @classmethod
+    def made_by(cls, checkpoint) -> Selection:
+        """The selection a Snakemake checkpoint wrote (workflow/comparison.smk's `select`, output `selection`):
+        read in an input function, it makes the rules that follow from it wait for it."""
+        return cls.read(checkpoint.get().output.selection)
+
 
 @dataclass(frozen=True)
 class Plan:
