@@ -23,10 +23,10 @@ students step one after the other on the same batch:
 - the working set of the step's largest stage (they never coexist, so the peak takes the largest):
   - teacher forward: one layer's transients, T × tokens × (3·I + 4·H) (inference mode frees each
     layer's activations once the next has consumed them, and no KV cache is kept);
-  - the fused KD + CE, in the student's forward: the saved layer inputs (below), two (N × H)
-    hidden-state tensors at the N loss positions (the student's and its gradient; and the teacher's,
-    for a phase alone), 6 fp32 tensors of
-    chunk × V and the LM head's fp32 gradient accumulator (V × H × 4 B), instead of (N × V) logits;
+  - the fused KD + CE, after the student's forward, before backward: the saved layer inputs (below),
+    two (N × H) hidden-state tensors at the N loss positions (the student's and its gradient; and the
+    teacher's, for a phase alone), 6 fp32 tensors of chunk × V and the LM head's fp32 gradient
+    accumulator (V × H × 4 B), instead of (N × V) logits;
   - backward: the saved activations and the head's gradient (C × V × H). With activation
     checkpointing (`train.activation_checkpointing`) the saved layer inputs are C × tokens × H per
     layer, plus one recomputed layer's backward working set, C × tokens × (18·H + 6·I): its inputs of

@@ -44,7 +44,7 @@ in, before any job runs; every problem is reported on one line naming its key. B
   (blocks cannot be removed);
 - a `growth` operator other than random on a phase that appends no block, `from` on any operator
   but zero, `steps` on any but ramp (or none on a ramp), and a ramp longer than its phase or than
-  the phase's first diagnostic checkpoint;
+  the phase's first snapshot;
 - a name under `diagnostics.runs` or `build` that is not a run under `runs`;
 - `tokenizer.train: false` with `teacher.name: null` (a teacher pretrained here has no tokenizer of its own);
 - `train.eval_every` larger than `train.phase_steps`, and `train.min_lr` larger than `train.lr`;

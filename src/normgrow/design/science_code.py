@@ -27,7 +27,7 @@ from pathlib import Path
 PHASE_MODULES = (
     "train.trainer",        # the phase loop: updates, evaluation schedule, counters, outputs
     "train.objective",      # KD + CE
-    "train.forward",        # the fused KD + CE forward, positions and labels
+    "train.forward",        # loss positions and labels, the teacher's hidden states at them
     "train.evaluate",       # the validation metrics
     "design.schedule",        # warm-up + cosine
     "design.curriculum",      # phases: active and trainable blocks, data policies, growth operators, lr restarts

@@ -8,7 +8,7 @@ The export directory must load where normgrow is not installed, so normgrow.mode
 file there with every module of this room it imports (student, placement, layout, family,
 configuration), their imports made relative: the very code the student trained with. The parameter
 names are the student's under `student.` (`student.embed_tokens`, `student.blocks.b.i.*`,
-`student.boundary_norm`, `student.lm_head`), so the export's weights are the student's checkpoint
+`student.boundary_norm`, `student.lm_head`), so the export's weights are the student's saved weights
 restricted to its active blocks.
 
 No KV cache: every forward, and every `generate()` step, runs the whole sequence (the placement
@@ -42,7 +42,7 @@ class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """transformers' initialisation, and the rotary embedding's buffers (not in the checkpoint) as its
+        """transformers' initialisation, and the rotary embedding's buffers (not in the saved weights) as its
         class computes them from the config: the generic initialisation knows only `inv_freq`, not Gemma
         3's one per layer type (`full_attention_inv_freq`), which it would leave unset."""
         super()._init_weights(module)
