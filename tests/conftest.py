@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, Qwen3ForCausalLM
 
 from normgrow.design.config import SCHEMA, validate_config
+from normgrow.model.family import attention_kernel
 from normgrow.model.student import at_positions
 from normgrow.train.data import save_tokens, split_corpus
 
@@ -32,12 +33,37 @@ os.environ["CUDA_VISIBLE_DEVICES"] = ""
 SHUTDOWN_TIMEOUT = yaml.safe_load(SCHEMA.read_text())["$defs"]["train_job"]["properties"]["shutdown_timeout"]["default"]
 
 
+# What a tiny config of a family must set beside its dimensions: Gemma 2's final logit cap is refused
+# (normgrow.model.family), Phi-3's default padding id (32000) lies outside a 64-token vocabulary.
+FAMILY_OPTIONS = {"gemma2": {"final_logit_softcapping": None}, "phi3": {"pad_token_id": None}}
+
+
+def tiny_config(model_type: str, layers: int = 2, **options):
+    """A config of the family with the tests' tiny dimensions (2 layers of width 32, 64 tokens), `options` changed."""
+    fields = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=8, max_position_embeddings=64, tie_word_embeddings=False)
+    return AutoConfig.for_model(model_type, **{**fields, **FAMILY_OPTIONS.get(model_type, {}), **options})
+
+
+def tiny_teacher(model_type: str, layers: int = 2, **options):
+    """A randomly initialised model of the family (`tiny_config`), every norm's weight in [0.5, 1.5)."""
+    config = tiny_config(model_type, layers, **options)
+    config._attn_implementation = attention_kernel(config, "sdpa")
+    torch.manual_seed(0)
+    teacher = AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for name, param in teacher.named_parameters():
+            if name.endswith("norm.weight"):
+                param.uniform_(0.5, 1.5)
+    return teacher
+
+
 def make_teacher(vocab_size: int = 64, hidden_size: int = 32, seed: int = 0, head_dim: int = 8) -> Qwen3ForCausalLM:
-    """A small randomly initialised Qwen3ForCausalLM with a non-trivial final norm."""
+    """A small randomly initialised Qwen3ForCausalLM (`tiny_config`, MLPs of width 48) with a non-trivial
+    final norm."""
     torch.manual_seed(seed)
-    config = Qwen3Config(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=head_dim,
-                         intermediate_size=48, max_position_embeddings=64, tie_word_embeddings=False)
+    config = tiny_config("qwen3", vocab_size=vocab_size, hidden_size=hidden_size, head_dim=head_dim,
+                         intermediate_size=48)
     config._attn_implementation = "sdpa"
     teacher = Qwen3ForCausalLM(config).eval()
     with torch.no_grad():
@@ -61,10 +87,12 @@ def teacher() -> Qwen3ForCausalLM:
     return make_teacher()
 
 
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")  # this environment's
+
+
 def snakemake_command(workdir: Path, *args: str, config: Path | None = REPO / "configs" / "ci.yaml") -> list[str]:
     """A Snakemake command line on the repository's workflow, run in `workdir`."""
-    command = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "Snakefile"), "--directory",
-               str(workdir)]
+    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir)]
     if config is not None:
         command += ["--configfile", str(config)]
     return command + list(args)
@@ -231,9 +259,10 @@ STEPS = 3
 LAYERS_PER_BLOCK = 2
 
 
-def tiny_run_config() -> dict:
-    """A two-phase freeze run of a 2-block student, small enough to train in a second."""
-    return {
+def tiny_run_config(**train) -> dict:
+    """A two-phase freeze run of a 2-block student, small enough to train in a second; `train` changes its
+    training settings."""
+    config = {
         "threads": 1,
         "teacher": {"dtype": "float32"},
         "student": {"blocks": 2, "layers_per_block": LAYERS_PER_BLOCK, "attn_implementation": "sdpa"},
@@ -247,6 +276,8 @@ def tiny_run_config() -> dict:
                                  {"active_blocks": 2, "trainable": "newest"}]},
         "runs": {"post-freeze": {"placement": "post", "curriculum": "freeze"}},
     }
+    config["train"].update(train)
+    return config
 
 
 def phase_job(config: dict, run: str, seed: int, phase: int, root: Path, previous: Path | None = None) -> dict:
@@ -283,6 +314,13 @@ def with_out(job: dict, out: Path, previous: Path | None = None) -> dict:
     """`job` (JSON, one phase) writing to `out`, from `previous` (at phase 0: None)."""
     task = {**job["tasks"][0], "out": str(out), "previous": None if previous is None else str(previous)}
     return {**job, "tasks": [task]}
+
+
+def train_named(root: Path, job: dict, name: str, previous: Path | None = None, fault: str | None = None,
+                ranks: int = 1, **env: str) -> subprocess.CompletedProcess:
+    """`job` (JSON, one phase) trained by `train_job` into root/NAME from `previous` (at phase 0: None), its
+    job file root/NAME.job.json."""
+    return train_job(with_out(job, root / name, previous), root / f"{name}.job.json", fault, ranks, **env)
 
 
 def train_alone(spec, execution, teacher, tokens: Path, previous: Path | None, out: Path, log=sys.stderr):
@@ -354,8 +392,7 @@ def resumable(tmp_path_factory) -> dict:
     {"root": its inputs (and the tests' outputs), "job": the job as JSON, writing to root/out}."""
     root = tmp_path_factory.mktemp("resumable")
     write_phase_inputs(root, seed=1, documents=30, longest=12, valid=4)
-    config = tiny_run_config()
-    config["train"].update(phase_steps=RESUMABLE_STEPS, resume_every=RESUMABLE_EVERY, eval_every=4)
+    config = tiny_run_config(phase_steps=RESUMABLE_STEPS, resume_every=RESUMABLE_EVERY, eval_every=4)
     config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 3}
     return {"root": root, "job": phase_job(config, "post-freeze", 5, 0, root)}
 

@@ -253,8 +253,7 @@ def test_a_job_in_one_process_records_its_error_as_rank_0_of_1(tmp_path, monkeyp
 def setup(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("attempts")
     write_phase_inputs(root, seed=3, documents=20, longest=10, valid=2)
-    config = tiny_run_config()
-    config["train"].update(phase_steps=4, resume_every=2, eval_every=2)
+    config = tiny_run_config(phase_steps=4, resume_every=2, eval_every=2)
     config["diagnostics"] = {"runs": ["post-freeze"], "snapshots_per_phase": 1}
     return {"root": root, "config": config}
 

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import REPO, SCHEMA
-from test_families import tiny_config
+from conftest import REPO, SCHEMA, tiny_config
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from normgrow.cli import main

@@ -198,12 +198,10 @@ def test_the_confirmation_alone_selects_from_the_kept_tuning_as_the_tuning_did(t
     (no tuning run in the DAG), and from docs/results/comparison/tuning.csv it is the kept selection."""
     import json
     import subprocess
-    import sys
-    from pathlib import Path
 
-    from conftest import REPO
+    from conftest import REPO, SNAKEMAKE
     kept = REPO / "docs" / "results" / "comparison"
-    command = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "workflow" / "comparison.smk"),
+    command = [SNAKEMAKE, "-s", str(REPO / "workflow" / "comparison.smk"),
                "--directory", str(tmp_path), "--cores", "1",
                "--config", f'comparison={{"tuning": "{kept / "tuning.csv"}"}}']
     dry = subprocess.run([*command, "-n"], cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -266,11 +264,9 @@ def test_a_confirmation_writes_its_own_teacher_and_the_fresh_seeds_into_its_runs
     import os
     import shutil
     import subprocess
-    import sys
-    from pathlib import Path
 
     import yaml
-    from conftest import REPO
+    from conftest import REPO, SNAKEMAKE
 
     c = yaml.safe_load((REPO / "configs" / "comparison.yaml").read_text())["comparison"]
     kept = REPO / "docs" / "results" / "comparison"
@@ -279,7 +275,7 @@ def test_a_confirmation_writes_its_own_teacher_and_the_fresh_seeds_into_its_runs
     shutil.copy(kept / "selection.json", out)  # up to date: the select rule does not run
     shared = json.loads((kept / "selection.json").read_text())["shared"]
     target = f"results/comparison/confirm/B/lr{shared:g}/config.yaml"
-    snakemake = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "workflow" / "comparison.smk")]
+    snakemake = [SNAKEMAKE, "-s", str(REPO / "workflow" / "comparison.smk")]
     run = subprocess.run([*snakemake, "--directory", str(tmp_path), "--cores", "1", "--config",
                           f'comparison={{"tuning": "{kept / "tuning.csv"}"}}', "--", target],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -295,11 +291,9 @@ def test_command_line_numbers_reach_the_comparison_as_numbers(tmp_path):
     """`--config 'comparison={"lrs": [...]}'`: Snakemake hands on '0.01'; the comparison reads it as a YAML file
     does (normgrow.design.config.command_line_config) and plans the tuning at each LR."""
     import subprocess
-    import sys
-    from pathlib import Path
 
-    from conftest import REPO
-    command = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "workflow" / "comparison.smk"),
+    from conftest import REPO, SNAKEMAKE
+    command = [SNAKEMAKE, "-s", str(REPO / "workflow" / "comparison.smk"),
                "--directory", str(tmp_path), "-n", "--config", 'comparison={"lrs": [0.01, 0.03]}']
     dry = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert dry.returncode == 0, dry.stdout + dry.stderr

@@ -5,13 +5,12 @@ on a constructed table, the reading's rule, the conditional pooled interval and 
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, SNAKEMAKE
 
 from normgrow.paper import control
 from normgrow.paper.comparison import Estimate, Selection, conditional_pool, reading
@@ -145,7 +144,7 @@ def test_the_control_configs_train_the_fresh_seeds_under_each_teacher_with_the_c
     runs under its teacher, on the fresh seeds, with the cells the plan puts at its LR and the control's runs."""
     comparison = yaml.safe_load((REPO / "configs" / "comparison.yaml").read_text())["comparison"]
     targets = [f"results/comparison/control/{t}/lr{lr:g}/config.yaml" for t in ("A", "B") for lr in (0.005, 0.02)]
-    command = [str(Path(sys.executable).parent / "snakemake"), "-s", str(REPO / "workflow" / "comparison.smk"),
+    command = [SNAKEMAKE, "-s", str(REPO / "workflow" / "comparison.smk"),
                "--directory", str(tmp_path), "--cores", "1",
                "--config", f'comparison={{"tuning": "{KEPT / "tuning.csv"}"}}', "--", *targets]
     run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -24,6 +24,7 @@ from conftest import (
     phase_job,
     tiny_run_config,
     train_job,
+    train_named,
     with_out,
     write_phase_inputs,
 )
@@ -45,8 +46,7 @@ def setup(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("distributed")
     # 5 validation documents: the last batch is not divisible by 2 ranks
     write_phase_inputs(root, seed=3, documents=40, longest=14, valid=5)
-    config = tiny_run_config()
-    config["train"].update(phase_steps=STEPS, batch_size=4, resume_every=3, eval_every=4)
+    config = tiny_run_config(phase_steps=STEPS, batch_size=4, resume_every=3, eval_every=4)
     config["curricula"] = {"grow": [{"active_blocks": 1}, {"active_blocks": 2}]}
     config["runs"] = {"post-grow": {"placement": "post", "curriculum": "grow"}}
     config["diagnostics"] = {"runs": ["post-grow"], "snapshots_per_phase": 2}
@@ -65,8 +65,7 @@ def train(setup: dict, name: str, ranks: int = 1, phase: int = 1, fault: str | N
     """Phase `phase` (its `job`, by default setup's) in one process, or in `ranks` ranks under torchrun (the
     launcher's command)."""
     root = setup["root"]
-    job = with_out(job or setup["jobs"][phase], root / name, root / "phase0" if phase else None)
-    return train_job(job, root / f"{name}.job.json", fault, ranks)
+    return train_named(root, job or setup["jobs"][phase], name, root / "phase0" if phase else None, fault, ranks)
 
 
 def changed(job: dict, part: str, **changes) -> dict:

@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
-
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+from conftest import REPO, SNAKEMAKE
 
 
 def written_commands() -> list[tuple[str, str]]:

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import phase_record
+from conftest import phase_record, tiny_teacher
 from safetensors import safe_open
-from test_families import tiny_teacher
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 from transformers.dynamic_module_utils import get_imports

@@ -10,13 +10,13 @@ import json
 
 import pytest
 import torch
-from conftest import REPO, SEED, tiny_run_config, train_alone
+from conftest import REPO, SEED, tiny_config, tiny_run_config, tiny_teacher, train_alone
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from normgrow.design.curriculum import phase_spec
 from normgrow.design.execution import Execution
-from normgrow.model.family import PREFIXES, attention_kernel, family
+from normgrow.model.family import PREFIXES, family
 from normgrow.model.student import BlockStackStudent
 from normgrow.train.data import TokenStore, collate
 from normgrow.train.diagnostics import diagnose
@@ -33,30 +33,6 @@ class FakeTokenizer:
 
     def __len__(self) -> int:
         return self.size
-
-
-# What a tiny config of a family must set beside its dimensions: Gemma 2's final logit cap is refused
-# (normgrow.model.family), Phi-3's default padding id (32000) lies outside a 64-token vocabulary.
-FAMILY_OPTIONS = {"gemma2": {"final_logit_softcapping": None}, "phi3": {"pad_token_id": None}}
-
-
-def tiny_config(model_type: str, layers: int = 2, **options):
-    """A config of the family with the tests' tiny dimensions (2 layers of width 32, 64 tokens)."""
-    fields = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
-                  num_key_value_heads=2, head_dim=8, max_position_embeddings=64, tie_word_embeddings=False)
-    return AutoConfig.for_model(model_type, **{**fields, **FAMILY_OPTIONS.get(model_type, {}), **options})
-
-
-def tiny_teacher(model_type: str, layers: int = 2, **options):
-    config = tiny_config(model_type, layers, **options)
-    config._attn_implementation = attention_kernel(config, "sdpa")
-    torch.manual_seed(0)
-    teacher = AutoModelForCausalLM.from_config(config).eval()
-    with torch.no_grad():
-        for name, param in teacher.named_parameters():
-            if name.endswith("norm.weight"):
-                param.uniform_(0.5, 1.5)
-    return teacher
 
 
 # The student's norms under the family decoder layer's names, by the placement whose layer that is; OLMo 2's

@@ -4,12 +4,11 @@ import math
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, SNAKEMAKE
 
 from normgrow.paper.formation import (
     STUDENT_RATIO,
@@ -210,9 +209,8 @@ def test_formation_study_dag_runs_every_scale_in_order(tmp_path):
     """The formation study's dry run: every scale a nested workflow to results/formation.json, the scales
     prioritised in the order listed; one scale's own config, dry run in its nested workflow, pretrains a
     teacher with snapshots, probes them, trains and diagnoses the pre-norm student at 16 snapshots."""
-    snakemake = str(Path(sys.executable).parent / "snakemake")
     config = REPO / "configs" / "formation.yaml"
-    study = [snakemake, "-s", str(REPO / "workflow" / "study.smk"), "--cores", "2", "--directory", str(tmp_path),
+    study = [SNAKEMAKE, "-s", str(REPO / "workflow" / "study.smk"), "--cores", "2", "--directory", str(tmp_path),
              "--configfile", str(config)]
     proc = subprocess.run([*study, "-n", "-p"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -226,7 +224,7 @@ def test_formation_study_dag_runs_every_scale_in_order(tmp_path):
     assert made.returncode == 0, made.stdout + made.stderr
     width = (tmp_path / "results/formation/w128/config.yaml").read_text()
     assert "hidden_size: 128" in width and "snapshots: 8" in width
-    nested = subprocess.run([snakemake, "-s", str(REPO / "Snakefile"), "-n", "--cores", "2",
+    nested = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-n", "--cores", "2",
                              "--directory", str(tmp_path / "results/formation/headline"),
                              "--configfile", str(tmp_path / "results/formation/headline/config.yaml"),
                              "--", "results/formation.json"], cwd=REPO, capture_output=True, text=True, timeout=300)

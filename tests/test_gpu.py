@@ -76,8 +76,7 @@ def test_the_fused_loss_in_bf16_on_the_gpu_is_its_fp32_loss():
 @needs_gpu
 def test_a_bf16_phase_on_the_gpu_tracks_the_cpu_fp32_phase(tmp_path):
     write_gpu_phase_inputs(tmp_path, seed=3, documents=40, longest=14, valid=5)
-    config = tiny_run_config()
-    config["train"].update(phase_steps=8, batch_size=4, eval_every=4)
+    config = tiny_run_config(phase_steps=8, batch_size=4, eval_every=4)
     jobs = {"cpu": phase_job(config, "post-freeze", 7, 0, tmp_path)}
     config["train"]["precision"] = "bfloat16"
     config["teacher"]["dtype"] = "bfloat16"
@@ -111,8 +110,7 @@ def test_flex_attention_in_one_row_trains_the_padded_phase(tmp_path):
     within each document) trains phase 0 as the padded sdpa phase does: the same token counts, losses
     within float rounding (fp32; the forward alone is checked on CPU, tests/test_padding_free.py)."""
     write_gpu_phase_inputs(tmp_path, seed=3, documents=40, longest=14, valid=5)
-    config = tiny_run_config()
-    config["train"].update(phase_steps=6, batch_size=5, eval_every=3)
+    config = tiny_run_config(phase_steps=6, batch_size=5, eval_every=3)
     padded = train_on_the_gpu(tmp_path, "padded", config)
     config["train"]["padding_free"] = True
     config["student"]["attn_implementation"] = "flex_attention"

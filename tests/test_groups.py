@@ -34,8 +34,7 @@ ALL_PLACEMENTS = [p if p != "mix-ln" else "mix-ln@1" for p in PLACEMENTS]
 
 
 def group_config() -> dict:
-    config = tiny_run_config()
-    config["train"].update(phase_steps=STEPS, resume_every=2, eval_every=3)
+    config = tiny_run_config(phase_steps=STEPS, resume_every=2, eval_every=3)
     config["curricula"] = {"grow": [{"active_blocks": 1}, {"active_blocks": 2}], "joint": [{"active_blocks": 2}],
                            "reset": [{"active_blocks": 1}, {"active_blocks": 2, "data": "reset"}]}
     config["runs"] = {f"{p}-{c}": {"placement": p, "curriculum": c} for p in ALL_PLACEMENTS

@@ -163,8 +163,7 @@ def test_flex_attention_in_one_row_computes_the_padded_batch(monkeypatch):
 def test_a_phase_trained_without_padding_matches_the_padded_one(workspace):
     """A few AdamW updates of phase 0: train.csv and eval.csv within the multi-rank tolerances, the
     token counts (Table A2) exactly, the final weights within 1e-4; the phase key is the padded one's."""
-    config = tiny_run_config()
-    config["train"].update(phase_steps=2, batch_size=5)  # batches of 5 documents: some rows hold two or three
+    config = tiny_run_config(phase_steps=2, batch_size=5)  # batches of 5 documents: some rows hold two or three
     spec = phase_spec(config, "post-freeze", SEED, 0)
     padded_key = spec.key
     outs = {}

@@ -5,7 +5,7 @@ import math
 
 import pandas as pd
 import pytest
-from test_regime import TEACHER, config
+from test_regime import TEACHER, by_name, config
 from test_tables_claims import fixture
 
 from normgrow.paper.document import to_markdown
@@ -37,10 +37,6 @@ def results_of(starts: dict | None = None, **kw):
     phase starting at CE 7.0 at its first update but where `starts` (run → CE) says otherwise."""
     phases = fixture(**kw).assign(run_unique_tokens=2000)
     return Results(phases.assign(first_update_ce=phases["run"].map(starts or {}).fillna(7.0)))
-
-
-def by_name(properties):
-    return {p.name.split(":")[0].split(" (")[0]: p for p in properties}
 
 
 def context(results=None, data=DATA, probe=PROBE):

@@ -3,7 +3,8 @@ one is built in, and its attention mass is the exact one on a model whose attent
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, Qwen3Config
+from conftest import tiny_config
+from transformers import AutoModelForCausalLM
 
 from normgrow.train.data import collate
 from normgrow.train.probe import massive_activations
@@ -12,9 +13,9 @@ SPECIAL = 1
 
 
 def tiny(attn="eager"):
+    """A randomly initialised Qwen3 of `tiny_config` with 2 heads of width 16 (Qwen3's own init), on `attn`."""
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64)
+    config = tiny_config("qwen3", num_attention_heads=2, num_key_value_heads=1, head_dim=16)
     config._attn_implementation = attn
     return AutoModelForCausalLM.from_config(config).eval()
 

@@ -27,6 +27,7 @@ def phases(final_ces=(4.5, 4.4)):
 
 
 def by_name(properties):
+    """The properties by their short name: what stands before the first " (" or ":" of each name."""
     return {p.name.split(" (")[0].split(":")[0]: p for p in properties}
 
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
-from test_workflow import SNAKEMAKE, is_training, parse_jobs, phase_jobs, phases_of
+from conftest import REPO, SNAKEMAKE
+from test_workflow import is_training, parse_jobs, phase_jobs, phases_of
 
 CI = REPO / "configs" / "ci.yaml"
 CHECKOUT = ("Snakefile", "config.yaml", "configs", "envs", "profiles", "slurm", "src", "workflow")

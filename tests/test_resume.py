@@ -17,7 +17,7 @@ from conftest import (
     RESUMABLE_STEPS,
     only_the_finished_record_remains,
     phase_outputs,
-    train_job,
+    train_named,
     with_out,
 )
 
@@ -35,8 +35,7 @@ def setup(resumable) -> dict:
 
 
 def train(setup: dict, name: str, fault: str | None = None, job: dict | None = None) -> subprocess.CompletedProcess:
-    root = setup["root"]
-    return train_job(with_out(job or setup["job"], root / name), root / f"{name}.job.json", fault)
+    return train_named(setup["root"], job or setup["job"], name, fault=fault)
 
 
 @pytest.fixture(scope="module")

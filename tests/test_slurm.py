@@ -20,10 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, SNAKEMAKE
 
 SCRIPT = REPO / "tests" / "slurm" / "local_cluster.sh"
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 CONFIGS = [str(REPO / "configs" / "ci.yaml"), str(REPO / "tests" / "slurm" / "resources.yaml"),
            str(REPO / "tests" / "slurm" / "runs.yaml")]
 PHASES = 4  # pre-joint's one phase and post-grow's three
@@ -123,6 +122,25 @@ def test_preflight_reads_the_real_sinfo(cluster, tmp_path):
     assert "resources.train.cpus_per_gpu: 8 CPUs per GPU × 1 GPUs = 8 CPUs" in greedy.stdout, greedy.stdout
 
 
+def slowed_rerun(workdir: Path, tmp_path: Path, limit: str, seconds: int,
+                 update_ms: int) -> tuple[str, Path, dict[str, bytes], list[str], dict[str, str]]:
+    """slurm_run's pre-joint phase (in `workdir`) and how to train it again: its key, its directory, the bytes of
+    its uninterrupted weights, train.csv and eval.csv, and the command (killed after `seconds`) and environment
+    that rerun it (--forcerun) through SLURM under resources.train `limit` (a YAML mapping, in
+    tmp_path/limit.yaml), each update slowed to `update_ms` milliseconds."""
+    index = json.loads((workdir / "results" / "runs" / "pre-joint" / "seed42" / "phases.json").read_text())
+    key = index["phases"][0]["key"]
+    phase = workdir / "results" / "phases" / key
+    uninterrupted = {name: (phase / name).read_bytes() for name in ("student.safetensors", "train.csv", "eval.csv")}
+    (tmp_path / "limit.yaml").write_text(f"resources:\n  train: {limit}\n")
+    target = f"results/phases/{key}/state.json"
+    command = ["timeout", "-k", "30", str(seconds), SNAKEMAKE, "--profile", "slurm", "--directory", str(workdir),
+               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
+               "--configfile", *CONFIGS, str(tmp_path / "limit.yaml"), "--forcerun", target, "--", target]
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    return key, phase, uninterrupted, command, env | {"NORMGROW_FAULT": f"slow@{update_ms}:{key}"}
+
+
 @pytest.mark.slow
 def test_a_phase_past_its_time_limit_resumes_to_the_uninterrupted_result(slurm_run, tmp_path):
     """A phase slowed to outlast the warning before its 3-minute SLURM time limit: SLURM sends SIGTERM
@@ -138,18 +156,10 @@ def test_a_phase_past_its_time_limit_resumes_to_the_uninterrupted_result(slurm_r
     finished record (docs/cluster.md, "Time limits"), with the same bytes."""
     workdir, proc = slurm_run
     assert proc.returncode == 0, proc.stdout[-5000:]
-    index = json.loads((workdir / "results" / "runs" / "pre-joint" / "seed42" / "phases.json").read_text())
-    key = index["phases"][0]["key"]
-    phase = workdir / "results" / "phases" / key
-    uninterrupted = {name: (phase / name).read_bytes() for name in ("student.safetensors", "train.csv", "eval.csv")}
-    (tmp_path / "limit.yaml").write_text("resources:\n  train: {runtime: 3, warning_seconds: 60}\n")
-    target = f"results/phases/{key}/state.json"
-    command = ["timeout", "-k", "30", "900", SNAKEMAKE, "--profile", "slurm", "--directory", str(workdir),
-               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
-               "--configfile", *CONFIGS, str(tmp_path / "limit.yaml"), "--forcerun", target, "--", target]
     # ~12 s to start, 12 updates of 10 s: past the warning's latest (120 s), and the restart inside the
     # allocation (resuming from update 4 to 9) ends 30-40 s before the limit
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"} | {"NORMGROW_FAULT": f"slow@10000:{key}"}
+    key, phase, uninterrupted, command, env = slowed_rerun(workdir, tmp_path, "{runtime: 3, warning_seconds: 60}",
+                                                           900, 10000)
     rerun = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=960)
     assert rerun.returncode == 0, rerun.stdout[-5000:]
@@ -195,16 +205,8 @@ def test_a_phase_needing_three_jobs_is_resumed_by_each_new_job(slurm_run, tmp_pa
     short last one, and the plugin's status checks."""
     workdir, proc = slurm_run
     assert proc.returncode == 0, proc.stdout[-5000:]
-    index = json.loads((workdir / "results" / "runs" / "pre-joint" / "seed42" / "phases.json").read_text())
-    key = index["phases"][0]["key"]
-    phase = workdir / "results" / "phases" / key
-    uninterrupted = {name: (phase / name).read_bytes() for name in ("student.safetensors", "train.csv", "eval.csv")}
-    (tmp_path / "limit.yaml").write_text("resources:\n  train: {runtime: 2, warning_seconds: 0}\n")
-    target = f"results/phases/{key}/state.json"
-    command = ["timeout", "-k", "30", "1200", SNAKEMAKE, "--profile", "slurm", "--directory", str(workdir),
-               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
-               "--configfile", *CONFIGS, str(tmp_path / "limit.yaml"), "--forcerun", target, "--", target]
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"} | {"NORMGROW_FAULT": f"slow@30000:{key}"}
+    key, phase, uninterrupted, command, env = slowed_rerun(workdir, tmp_path, "{runtime: 2, warning_seconds: 0}",
+                                                           1200, 30000)
     output = tmp_path / "snakemake.out"
     seen: list[str] = []
     with open(output, "w") as out:

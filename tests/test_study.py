@@ -3,13 +3,11 @@
 import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, SNAKEMAKE
 
 from normgrow.paper.roles import by_role, has_role
 from normgrow.paper.study import draw, markdown, scale_effects, seed_effects, tokens_per_parameter
@@ -106,9 +104,8 @@ def test_a_studys_delta_joint_is_judged_by_the_one_parity_rule_seeds_included(se
 @pytest.mark.parametrize("study,scales", [(None, ("study", "h64", "h96", "h128")),
                                           ("ladder.yaml", ("ladder", "tpp0.1", "tpp0.3", "tpp1", "tpp2"))])
 def test_study_dag_runs_every_scale(tmp_path, study, scales):
-    snakemake = str(Path(sys.executable).parent / "snakemake")
     options = ["--configfile", str(REPO / "configs" / study)] if study else []
-    proc = subprocess.run([snakemake, "-s", str(REPO / "workflow" / "study.smk"), "-n", "--cores", "2",
+    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "workflow" / "study.smk"), "-n", "--cores", "2",
                            "--directory", str(tmp_path), *options], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -122,8 +119,7 @@ def test_a_study_under_the_slurm_profile_trains_its_scales_through_it(tmp_path):
     """Each scale (and the shared teacher) is a nested workflow: under `--profile slurm` it runs on the
     submitting host (a local rule) and hands the profile to the nested workflow, whose jobs are then
     submitted; without a profile a cluster executor is refused before anything runs."""
-    snakemake = str(Path(sys.executable).parent / "snakemake")
-    study = [snakemake, "-s", str(REPO / "workflow" / "study.smk"), "--directory", str(tmp_path),
+    study = [SNAKEMAKE, "-s", str(REPO / "workflow" / "study.smk"), "--directory", str(tmp_path),
              "--configfile", str(REPO / "configs" / "ladder.yaml")]
     proc = subprocess.run([*study, "-n", "-p", "--profile", "slurm"], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
@@ -145,8 +141,7 @@ def test_a_dry_run_under_a_cluster_executor_without_a_profile_is_refused_as_the_
     """The refusal of a cluster executor without a profile (workflow/rules/nested.smk) is made when the
     workflow is parsed, so a dry run (-n) shows it as the run would, in the study and the comparison
     alike; the same dry run under the slurm profile is accepted."""
-    snakemake = str(Path(sys.executable).parent / "snakemake")
-    command = [snakemake, "-s", str(REPO / "workflow" / workflow), "--directory", str(tmp_path), "-n", "--jobs", "10"]
+    command = [SNAKEMAKE, "-s", str(REPO / "workflow" / workflow), "--directory", str(tmp_path), "-n", "--jobs", "10"]
     proc = subprocess.run([*command, *executor], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "runs under the slurm executor without a profile" in proc.stdout + proc.stderr
@@ -157,8 +152,7 @@ def test_a_dry_run_under_a_cluster_executor_without_a_profile_is_refused_as_the_
 
 def test_a_study_started_with_its_profile_in_the_environment_hands_it_to_its_scales(tmp_path):
     """SNAKEMAKE_PROFILE=slurm is Snakemake's --profile slurm: the nested workflows run under it too."""
-    snakemake = str(Path(sys.executable).parent / "snakemake")
-    proc = subprocess.run([snakemake, "-s", str(REPO / "workflow" / "study.smk"), "--directory", str(tmp_path),
+    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "workflow" / "study.smk"), "--directory", str(tmp_path),
                            "--configfile", str(REPO / "configs" / "ladder.yaml"), "-n", "-p"], cwd=REPO,
                           capture_output=True, text=True, timeout=300, env={**os.environ, "SNAKEMAKE_PROFILE": "slurm"})
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, RESUMABLE_EVERY, RESUMABLE_STEPS, train_job, with_out
+from conftest import REPO, RESUMABLE_EVERY, RESUMABLE_STEPS, train_named
 
 from normgrow.design.execution import Tracking
 from normgrow.train.tracking import flatten, run_name
@@ -28,12 +28,11 @@ EVAL_KEYS = ("ce", "kd", "kd_soft", "ppl")
 
 def train(resumable: dict, name: str, log_with: list[str], fault: str | None = None) -> subprocess.CompletedProcess:
     """conftest's resumable phase as the workflow's job runs it (`normgrow.cli train-phase`), tracked as `name`."""
-    root = resumable["root"]
-    job = with_out(resumable["job"], root / name)
+    root, job = resumable["root"], resumable["job"]
     task = job["tasks"][0]
-    task["execution"] = {**task["execution"], "tracking": dataclasses.asdict(Tracking(
-        tuple(log_with), str(root / "tracking"), "normgrow", {}, f"{name}/seed5/phase0"))}
-    return train_job(job, root / f"{name}.json", fault, WANDB_SILENT="true")
+    tracked = {**task, "execution": {**task["execution"], "tracking": dataclasses.asdict(Tracking(
+        tuple(log_with), str(root / "tracking"), "normgrow", {}, f"{name}/seed5/phase0"))}}
+    return train_named(root, {**job, "tasks": [tracked]}, name, fault=fault, WANDB_SILENT="true")
 
 
 def read_csv(path: Path) -> list[dict]:

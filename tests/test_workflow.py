@@ -19,13 +19,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, SNAKEMAKE, snakemake_command
 
 from normgrow.design.config import merge, validate_config
 from normgrow.design.curriculum import PhaseTable
 from normgrow.design.job_names import job_name, job_names, sharers
 
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 CI = REPO / "configs" / "ci.yaml"
 DEFAULT = yaml.safe_load((REPO / "config.yaml").read_text())
 ONE_EACH = ("corpus", "build_tokenizer", "tokenize_corpus", "pretrain_teacher", "check_teacher", "collect_metrics",
@@ -56,9 +55,8 @@ class Job:
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), *args]
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=timeout, cwd=workdir)
+    return subprocess.run(snakemake_command(workdir, *args, config=None), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout, cwd=workdir)
 
 
 def parse_jobs(output: str) -> list[Job]:
