@@ -1,4 +1,4 @@
-"""Gather every phase's evaluations, states and training losses, and every checkpoint's
+"""Gather every phase's evaluations, states and training losses, and every snapshot's
 diagnostics, into tidy tables under results/metrics/."""
 
 from normgrow.design.execution import PHASE_FILES

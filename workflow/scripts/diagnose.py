@@ -1,6 +1,6 @@
 """Boundary RMS, token-type split and block removal of every snapshot a phase saved, on the
 fixed diagnostic batch: one JSON per phase, holding every snapshot's report (under the key
-`checkpoints`, a format the paper reads)."""
+`checkpoints`: a saved key, kept so that diagnostics written before the name "snapshot" still read)."""
 
 import json
 from pathlib import Path

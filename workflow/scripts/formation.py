@@ -1,5 +1,5 @@
 """One scale of the formation study: the teacher's probes along pretraining and every diagnosed
-checkpoint (without the per-token RMS lists), bundled for normgrow.paper.formation."""
+student snapshot's report (without the per-token RMS lists), bundled for normgrow.paper.formation."""
 
 import json
 from pathlib import Path
@@ -9,10 +9,10 @@ from normgrow.train.outputs import write_json
 
 with job_log(snakemake.log[0]):
     snapshots = snakemake.input.teacher_snapshots
-    checkpoints = [
+    reports = [
         {**report, "boundaries": [{k: v for k, v in b.items() if k != "per_token_rms"} for b in report["boundaries"]]}
         for path in snakemake.input.diagnostics for report in json.loads(Path(path).read_text())["checkpoints"]]
     bundle = {"teacher_snapshots": json.loads(Path(snapshots[0]).read_text()) if snapshots else None,
-              "diagnostics": checkpoints}
+              "diagnostics": reports}
     write_json(Path(snakemake.output[0]), bundle)
-    print(f"{len(checkpoints)} diagnosed checkpoints, teacher snapshots: {bool(snapshots)}")
+    print(f"{len(reports)} diagnosed student snapshots, teacher snapshots: {bool(snapshots)}")

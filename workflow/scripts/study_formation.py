@@ -1,5 +1,5 @@
-"""The formation study's table, rows and figure: every scale's teacher snapshots and pre-norm student
-checkpoints, structural-token scale against training length (normgrow.paper.formation)."""
+"""The formation study's table, rows and figure: every scale's teacher snapshots and pre-norm students'
+diagnostics, structural-token scale against training length (normgrow.paper.formation)."""
 
 import json
 from pathlib import Path

@@ -39,7 +39,7 @@ AGREES, DISAGREES, INCONCLUSIVE = "agrees", "disagrees", "inconclusive"
 MAGNITUDE_SHARE = 0.25
 PAPER_KURTOSIS = 2400            # Fig. A1: pre-norm's per-token RMS kurtosis "> 2400"
 PAPER_STRUCTURAL_RATIO = 37.0    # Fig. 5a: pre-norm document-boundary / regular RMS at the end, 425 / 11.5
-PAPER_DRIFT = 19.98 / 5.81       # Fig. 4: pre-norm's per-token RMS std after block 0, last / first checkpoint
+PAPER_DRIFT = 19.98 / 5.81       # Fig. 4: pre-norm's per-token RMS std after block 0, last / first snapshot
 NOT_CHECKED = "not checked"  # the configuration did not build what the claim needs
 
 
@@ -253,7 +253,7 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
         drift = growth["pre-grow"] - growth["post-grow"]
         floor = 1 + MAGNITUDE_SHARE * (PAPER_DRIFT - 1)
         claims.append(Claim("scale drift: per-token RMS std after block 0 grows more for pre-grow than post-grow "
-                            f"(ratio last/first checkpoint), pre's growth ≥ ×{floor:.2f} (a quarter of the paper's "
+                            f"(ratio last/first snapshot), pre's growth ≥ ×{floor:.2f} (a quarter of the paper's "
                             "rise)", paper["drift"],
                             f"pre ×{growth['pre-grow'].mean():.2f}, post ×{growth['post-grow'].mean():.2f}",
                             combine([sign_verdict(drift, negative=False), at_least(growth["pre-grow"], floor)]),
@@ -263,17 +263,17 @@ def check_claims(results, rms: pd.DataFrame, margin: float) -> list[Claim]:
 
 
 def diagnostic_claims(rms: pd.DataFrame, paper: dict, seeds: int) -> list[Claim]:
-    """Claims on the boundary RMS of the grow runs' checkpoints (Fig. A1 and Fig. 5a), each judged by
+    """Claims on the boundary RMS of the grow runs' snapshots (Fig. A1 and Fig. 5a), each judged by
     direction and by magnitude (at least MAGNITUDE_SHARE of the paper's):
 
     - kurtosis: the largest Pearson kurtosis of the per-token RMS over the block boundaries (after
-      blocks 0..K−1) at the final checkpoint; the paper reports > 2,400 for pre-norm. Checked as
+      blocks 0..K−1) at the final snapshot; the paper reports > 2,400 for pre-norm. Checked as
       pre-norm's at least 10× post-norm's (log10 of the ratio − 1 > 0) and at least a quarter of
       2,400 (a diagnostic batch of n tokens bounds it by about n: normgrow.paper.preconditions);
     - structural concentration, after block 0: the ratio of the mean RMS of structural tokens to
       regular tokens (paper at the end: pre 425 / 11.5 ≈ 37, post 2.45 / 2.40 ≈ 1.0). Checked as
       pre-norm's ratio above post-norm's and at least a quarter of 37, and pre-norm's structural RMS
-      growing from the first to the last checkpoint (paper 119 → 425).
+      growing from the first to the last snapshot (paper 119 → 425).
     """
     grow = rms[rms["run"].isin(["pre-grow", "post-grow"])]
     final = grow[grow["global_step"] == grow.groupby(["run", "seed"])["global_step"].transform("max")]

@@ -216,7 +216,7 @@ def grow_validation(evals: pd.DataFrame, phases: pd.DataFrame, directory: Path) 
 
 def rms_distributions(final_reports: dict[str, dict], directory: Path) -> list[Path]:
     """Fig. A1: distribution of per-token RMS at every boundary of the final pre-grow and post-grow
-    checkpoints, with each boundary's Pearson kurtosis E[(x−μ)⁴]/σ⁴ (3 for a normal distribution;
+    snapshots, with each boundary's Pearson kurtosis E[(x−μ)⁴]/σ⁴ (3 for a normal distribution;
     excess kurtosis is 3 less). The paper says only "kurtosis" (> 2,400 for pre-norm), where the
     two definitions cannot be told apart."""
     with plt.rc_context(STYLE):
@@ -237,7 +237,7 @@ def rms_distributions(final_reports: dict[str, dict], directory: Path) -> list[P
 
 
 def block_removal(removal: pd.DataFrame, directory: Path) -> list[Path]:
-    """Fig. A2: ΔCE and angular distance of removing each block, final checkpoints of the main runs."""
+    """Fig. A2: ΔCE and angular distance of removing each block, final snapshots of the main runs."""
     runs = ["pre-grow", "post-grow", "pre-joint", "post-joint"]
     final = removal[removal["global_step"] == removal.groupby(["run", "seed"])["global_step"].transform("max")]
     final = final[final["run"].isin(runs)]

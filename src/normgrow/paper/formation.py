@@ -68,11 +68,11 @@ def teacher_rows(scale: str, probe: dict) -> list[dict]:
     return rows
 
 
-def student_rows(scale: str, checkpoints: list[dict], placement: str = "pre") -> list[dict]:
-    """One row per diagnosed checkpoint of the `placement` runs (diagnostics files' checkpoints): the measures
+def student_rows(scale: str, reports: list[dict], placement: str = "pre") -> list[dict]:
+    """One row per diagnosed snapshot of the `placement` runs (the diagnostics files' reports): the measures
     after block 0 (boundary 1), token RMS ratios from the structural and regular sets' means."""
     rows = []
-    for report in checkpoints:
+    for report in reports:
         if report["placement"] != placement:
             continue
         after = next((b for b in report["boundaries"] if b["boundary"] == 1), None)
@@ -90,7 +90,7 @@ def student_rows(scale: str, checkpoints: list[dict], placement: str = "pre") ->
 
 def formation_rows(scale: str, bundle: dict) -> pd.DataFrame:
     """Every row of one scale's results/formation.json: the teacher's snapshots (if it saved any) and the
-    pre-norm student's checkpoints, by subject and step."""
+    pre-norm student's diagnostics, by subject and step."""
     rows = teacher_rows(scale, bundle["teacher_snapshots"]) if bundle.get("teacher_snapshots") else []
     rows += student_rows(scale, bundle.get("diagnostics", []))
     return pd.DataFrame(rows).sort_values(["subject", "step"], kind="stable").reset_index(drop=True)

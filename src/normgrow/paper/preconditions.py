@@ -149,7 +149,7 @@ def preconditions(results: Results, data: dict, probe: dict, paper: dict, margin
 
 def massive_activations_table(probe: dict, rms: pd.DataFrame) -> pd.DataFrame:
     """Per layer of the teacher (the probe) and per block boundary of each diagnosed run at its last
-    checkpoint (the mean over seeds): max/median token RMS, max/median |scalar| (NaN where not measured:
+    snapshot (the mean over seeds): max/median token RMS, max/median |scalar| (NaN where not measured:
     files from before it), structural/regular RMS, and the teacher's attention on structural tokens."""
     rows = [{"model": "teacher", "layer or boundary": f"layer {r['layer']}",
              "max/median RMS": r["max_over_median"], "max/median |scalar|": r.get(SCALAR, float("nan")),

@@ -76,7 +76,7 @@ def report_provenance(data: dict, versions: Path, phases: pd.DataFrame, code_dig
 
 
 def final_reports(diagnostics: list[Path], roles: dict[str, Role]) -> dict[str, dict]:
-    """The last checkpoint's diagnostics report of the pre-grow and post-grow roles (first seed)."""
+    """The last snapshot's diagnostics report of the pre-grow and post-grow roles (first seed)."""
     best: dict[str, dict] = {}
     reports = [r for path in diagnostics for r in json.loads(Path(path).read_text())["checkpoints"]]
     for report in reports:
@@ -117,7 +117,7 @@ def draw_figures(out: Path, frames: dict, results: Results, diagnostics: list[Pa
 
 def build_paper(out: Path, metrics: dict[str, Path], diagnostics: list[Path], teacher: dict, probe: dict,
                 data: dict, config: dict, versions: Path, code_digest: str | None = None) -> None:
-    """Every table, figure and the report into `out`, from the collected `metrics`, the checkpoints'
+    """Every table, figure and the report into `out`, from the collected `metrics`, the snapshots'
     `diagnostics`, the teacher check and probe (normgrow.train.probe), the token metadata, the science config
     and rule `provenance`'s versions.tsv; `code_digest`: this checkout's science code
     (normgrow.design.science_code.digest, computed here if not given), which the phases' code is compared with."""

@@ -4,7 +4,7 @@
 - phases: one row per phase (its spec, its final evaluation, the training CE of its first update, its and
   the run's token counters, and the code that trained it: `code_columns`);
 - transitions: the loss around every block-appending transition (Table A4, transitions.py);
-- boundary RMS and block removal: one row per checkpoint, boundary or block of the diagnostics.
+- boundary RMS and block removal: one row per snapshot, boundary or block of the diagnostics.
 """
 
 from __future__ import annotations
@@ -132,9 +132,9 @@ def collect_transitions(phases: pd.DataFrame, train_logs: dict[tuple[str, int, i
 
 
 def collect_diagnostics(paths: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Boundary RMS statistics (one row per checkpoint × boundary × token set; the rows of all real tokens
+    """Boundary RMS statistics (one row per snapshot × boundary × token set; the rows of all real tokens
     also carry the max/median |scalar| columns `scalar_*` of normgrow.train.diagnostics, empty in files
-    diagnosed before it) and block removal (one row per checkpoint × block) from the per-phase diagnostics
+    diagnosed before it) and block removal (one row per snapshot × block) from the per-phase diagnostics
     files."""
     rms_rows, removal_rows = [], []
     reports = [r for path in map(Path, paths) for r in json.loads(path.read_text())["checkpoints"]]

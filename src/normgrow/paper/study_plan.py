@@ -76,7 +76,7 @@ class StudyPlan:
     @property
     def nested_target(self) -> str:
         """What each scale's workflow builds: the 2 × 2's report, or for formation the teacher's probes
-        along pretraining and the diagnosed checkpoints."""
+        along pretraining and the diagnosed snapshots."""
         return "results/formation.json" if self.analysis == "formation" else "results/paper"
 
     @property

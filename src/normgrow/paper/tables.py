@@ -337,12 +337,12 @@ MAIN_RUNS = ("pre-grow", "post-grow", "pre-joint", "post-joint")
 
 
 def table4(r: Results, ref: dict) -> Table:
-    """Block removal at each main run's final checkpoint: ΔCE and angular distance per block."""
+    """Block removal at each main run's final snapshot (its phase end): ΔCE and angular distance per block."""
     r.require(*MAIN_RUNS)
     if r.removal.empty:
         raise NotBuilt("no block-removal diagnostics (diagnostics.runs)")
     t = Table("table4", digits=3)
-    removal = final_checkpoints(r.removal)
+    removal = final_snapshots(r.removal)
     for run in MAIN_RUNS:
         rows = removal[removal["run"] == run]
         for block in sorted(rows["block"].unique()):
@@ -444,19 +444,19 @@ def tableP1(r: Results, ref: dict) -> Table:
     return t
 
 
-def final_checkpoints(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of every (run, seed)'s last diagnosed checkpoint."""
+def final_snapshots(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of every (run, seed)'s last diagnosed snapshot."""
     return frame[frame["global_step"] == frame.groupby(["run", "seed"])["global_step"].transform("max")]
 
 
 def tableP2(r: Results, ref: dict) -> Table:
-    """The grow run of every diagnosed placement at its final checkpoint: the per-token RMS (mean
+    """The grow run of every diagnosed placement at its final snapshot: the per-token RMS (mean
     over all real tokens) at every block boundary and the block-removal ΔCE of every block
     (normgrow.train.diagnostics), per placement."""
     if r.rms.empty or r.removal.empty:
         raise NotBuilt("no boundary diagnostics (diagnostics.runs)")
-    rms = final_checkpoints(r.rms[r.rms["tokens"] == "all"])
-    removal = final_checkpoints(r.removal)
+    rms = final_snapshots(r.rms[r.rms["tokens"] == "all"])
+    removal = final_snapshots(r.removal)
     diagnosed = [run for run in sorted(set(rms["run"]) & set(removal["run"])) if has_role(run, "grow")]
     if not diagnosed:
         raise NotBuilt("no grow run was diagnosed (diagnostics.runs)")

@@ -1,5 +1,5 @@
 """The phase trainer (paper Algorithm 1, docs/definitions.md §3): one phase of one run, from the previous phase's
-checkpoint (or the seed's initial blocks) to this phase's checkpoint and metrics.
+weights (or the seed's initial blocks) to this phase's weights and metrics.
 
 Every phase: activate its blocks, mark its trainable blocks, start a fresh AdamW and a restarted
 warm-up + cosine schedule (with `lr_restart: false`, continue the previous phase's), distil for
@@ -415,7 +415,7 @@ class Trainer:
         forward (once before the students for a group; inside the student's step for a phase alone, which frees
         its hidden states before the backward: normgrow.design.execution.shares_teacher_forward), then each
         student with its own RNG states: its LR and gate, forward, loss (the fused KD + CE at the loss positions,
-        with the head FSDP gathered for the forward: the root's parameters stay gathered until its backward),
+        after the forward, on the head weight: FSDP2's root keeps its parameters gathered until its backward),
         backward, clip and optimizer step; then its bookkeeping. A student whose loss is not finite is reported
         and leaves `live`."""
         batch = self.batches.next_batch()
