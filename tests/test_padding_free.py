@@ -16,7 +16,7 @@ from normgrow.design.execution import Execution
 from normgrow.model.layout import PLACEMENTS
 from normgrow.model.student import BlockStackStudent, at_positions
 from normgrow.train.data import Batch
-from normgrow.train.forward import LossInputs, causal_lm_hidden, positions_and_labels
+from normgrow.train.forward import causal_lm_hidden, positions_and_labels
 from normgrow.train.objective import Objective, fused_objective
 
 LENGTHS = [5, 12, 3, 7, 12, 2, 4]
@@ -76,13 +76,13 @@ def in_packed_order(values: torch.Tensor, batch: Batch, packed: Batch) -> torch.
     return torch.cat([values[bounds[i]:bounds[i + 1]] for i in order])
 
 
-def loss_terms(student, teacher, inputs: LossInputs) -> dict[str, torch.Tensor]:
-    """The fused KD + CE of `student` on `inputs` (means over their loss positions), as the trainer computes it."""
-    rows = inputs.rows
-    hidden = at_positions(student(rows.input_ids, rows.attention_mask, rows.position_ids), inputs.positions)
-    teacher_hidden = causal_lm_hidden(teacher, rows, inputs.positions)
+def loss_terms(student, teacher, rows: Batch) -> dict[str, torch.Tensor]:
+    """The fused KD + CE of `student` on `rows` (means over their loss positions), as the trainer computes it."""
+    positions, labels = positions_and_labels(rows)
+    hidden = at_positions(student(rows.input_ids, rows.attention_mask, rows.position_ids), positions)
+    teacher_hidden = causal_lm_hidden(teacher, rows, positions)
     return fused_objective(Objective(), hidden, student.lm_head.weight, teacher_hidden,
-                           teacher.get_output_embeddings().weight, inputs.labels, chunk=5)
+                           teacher.get_output_embeddings().weight, labels, chunk=5)
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
@@ -93,17 +93,17 @@ def test_teacher_and_student_see_each_document_alone(placement):
     student = BlockStackStudent.from_teacher(teacher, placement, 2, 1, seed=0)
     batch = padded_batch()
     packed = batch.packed(PAD)
-    inputs, packed_inputs = LossInputs.of(batch), LossInputs.of(packed)
+    (positions, _), (packed_positions, _) = positions_and_labels(batch), positions_and_labels(packed)
     with torch.no_grad():
-        torch.testing.assert_close(causal_lm_hidden(teacher, packed, packed_inputs.positions),
-                                   in_packed_order(causal_lm_hidden(teacher, batch, inputs.positions), batch, packed),
+        torch.testing.assert_close(causal_lm_hidden(teacher, packed, packed_positions),
+                                   in_packed_order(causal_lm_hidden(teacher, batch, positions), batch, packed),
                                    rtol=1e-5, atol=1e-5)
-        logits = student.lm_head(at_positions(student(batch.input_ids, batch.attention_mask), inputs.positions))
+        logits = student.lm_head(at_positions(student(batch.input_ids, batch.attention_mask), positions))
         packed_logits = student.lm_head(at_positions(
             student(packed.input_ids, packed.attention_mask, position_ids=packed.position_ids),
-            packed_inputs.positions))
+            packed_positions))
         torch.testing.assert_close(packed_logits, in_packed_order(logits, batch, packed), rtol=1e-5, atol=1e-5)
-        terms, packed_terms = loss_terms(student, teacher, inputs), loss_terms(student, teacher, packed_inputs)
+        terms, packed_terms = loss_terms(student, teacher, batch), loss_terms(student, teacher, packed)
     for key, value in terms.items():
         torch.testing.assert_close(packed_terms[key], value, rtol=1e-5, atol=1e-6, msg=key)
 
@@ -142,18 +142,18 @@ def test_flex_attention_in_one_row_computes_the_padded_batch(monkeypatch):
     student = BlockStackStudent.from_teacher(teacher, "post", 2, 1, seed=0).eval()
     batch = padded_batch()
     one = batch.packed_or_padded(PAD, True, "flex_attention")
-    inputs, one_inputs = LossInputs.of(batch), LossInputs.of(one)
+    (positions, _), (one_positions, _) = positions_and_labels(batch), positions_and_labels(one)
     with torch.no_grad():
-        hidden = causal_lm_hidden(teacher, batch, inputs.positions)
-        logits = student.lm_head(at_positions(student(batch.input_ids, batch.attention_mask), inputs.positions))
-        terms = loss_terms(student, teacher, inputs)
+        hidden = causal_lm_hidden(teacher, batch, positions)
+        logits = student.lm_head(at_positions(student(batch.input_ids, batch.attention_mask), positions))
+        terms = loss_terms(student, teacher, batch)
         with_attention(teacher, "flex_attention"), with_attention(student, "flex_attention")
-        torch.testing.assert_close(causal_lm_hidden(teacher, one, one_inputs.positions),
+        torch.testing.assert_close(causal_lm_hidden(teacher, one, one_positions),
                                    in_packed_order(hidden, batch, one), rtol=1e-5, atol=1e-5)
         one_logits = student.lm_head(at_positions(
-            student(one.input_ids, one.attention_mask, position_ids=one.position_ids), one_inputs.positions))
+            student(one.input_ids, one.attention_mask, position_ids=one.position_ids), one_positions))
         torch.testing.assert_close(one_logits, in_packed_order(logits, batch, one), rtol=1e-5, atol=1e-5)
-        one_terms = loss_terms(student, teacher, one_inputs)
+        one_terms = loss_terms(student, teacher, one)
     for key, value in terms.items():
         torch.testing.assert_close(one_terms[key], value, rtol=1e-5, atol=1e-6, msg=key)
     # the teacher's 2 layers and the student's 2, twice each (hidden states and logits, then the loss terms)
@@ -211,7 +211,7 @@ def test_flex_attention_compiles_few_graphs_over_widths_and_modes_and_never_fall
         for lengths in widths:
             one = padded_batch(lengths).packed_or_padded(PAD, True, "flex_attention")
             with torch.inference_mode():
-                causal_lm_hidden(teacher, one, LossInputs.of(one).positions)
+                causal_lm_hidden(teacher, one, positions_and_labels(one)[0])
             for training in (True, False):  # no gradient: FlexAttention has no backward on CPU
                 student.train(training)
                 with torch.no_grad():
@@ -225,4 +225,4 @@ def test_flex_attention_compiles_few_graphs_over_widths_and_modes_and_never_fall
         for lengths in widths[:2]:
             one = padded_batch(lengths).packed_or_padded(PAD, True, "flex_attention")
             with torch.inference_mode():
-                causal_lm_hidden(teacher, one, LossInputs.of(one).positions)
+                causal_lm_hidden(teacher, one, positions_and_labels(one)[0])

@@ -12,7 +12,7 @@ import torch
 
 from normgrow.model.student import at_positions
 from normgrow.train.data import Batch
-from normgrow.train.forward import LossInputs, causal_lm_hidden, positions_and_labels
+from normgrow.train.forward import causal_lm_hidden, positions_and_labels, teacher_hidden_states
 from normgrow.train.objective import Objective, fused_objective
 
 
@@ -31,15 +31,16 @@ def evaluate_students(students: list, objectives: list[Objective], teacher, batc
     for student in students:
         student.eval()
     for batch in batches:
-        inputs = LossInputs.of(batch, normalizer=1.0, teacher=teacher)  # sums; the teacher run once for all
+        positions, labels = positions_and_labels(batch)
+        teacher_hidden = teacher_hidden_states(teacher, batch, positions)  # the teacher run once for all
         for student, objective, gate, total in zip(students, objectives, gates or [None] * len(students), sums,
                                                    strict=True):
             hidden = student(batch.input_ids, batch.attention_mask, batch.position_ids, gate)
-            terms = fused_objective(objective, at_positions(hidden, inputs.positions), student.lm_head.weight,
-                                    inputs.teacher_hidden, head, inputs.labels, chunk=chunk, normalizer=1.0)
+            terms = fused_objective(objective, at_positions(hidden, positions), student.lm_head.weight,
+                                    teacher_hidden, head, labels, chunk=chunk, normalizer=1.0)  # sums
             for i, key in enumerate(("ce", "kd", "kd_soft")):
                 total[i] += float(terms[key])
-        count += len(inputs.positions)
+        count += len(positions)
     results = []
     for student, mode, (ce, kd, kd_soft) in zip(students, modes, sums, strict=True):
         n = count

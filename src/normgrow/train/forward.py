@@ -7,8 +7,6 @@ code runs on real tensors and under a fake-tensor trace (normgrow.cluster.trace)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from normgrow.model.student import at_positions
@@ -48,24 +46,3 @@ def teacher_hidden_states(teacher, batch: Batch, positions: torch.Tensor) -> tor
     every student reading `batch` distils from (computed once per batch for a group of students)."""
     with torch.inference_mode():
         return causal_lm_hidden(teacher, batch, positions)
-
-
-@dataclass(frozen=True)
-class LossInputs:
-    """One batch as the loss reads it: this rank's `rows`, their loss `positions` (flat indices) and
-    next-token `labels`, the `normalizer` that divides the loss sums (the global batch's loss
-    positions when a batch is split over ranks; None: the mean over these positions), and the
-    teacher's final hidden states at the positions (None: the loss runs the teacher itself)."""
-
-    rows: Batch
-    positions: torch.Tensor
-    labels: torch.Tensor
-    normalizer: float | None = None
-    teacher_hidden: torch.Tensor | None = None
-
-    @classmethod
-    def of(cls, rows: Batch, normalizer: float | None = None, teacher=None) -> LossInputs:
-        """The inputs of `rows`; with `teacher`, its hidden states too (one forward for a group)."""
-        positions, labels = positions_and_labels(rows)
-        hidden = None if teacher is None else teacher_hidden_states(teacher, rows, positions)
-        return cls(rows, positions, labels, normalizer, hidden)
