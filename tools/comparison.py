@@ -19,7 +19,7 @@ import kept_results
 import pandas as pd
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = kept_results.REPO
 KEPT = REPO / "docs" / "results" / "comparison"
 FILES = ("tuning.csv", "per_seed.csv", "selection.json")
 LEAD = "`python tools/comparison.py --part tables`, from docs/results/comparison:"

@@ -23,7 +23,7 @@ import kept_results
 import pandas as pd
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = kept_results.REPO
 KEPT = REPO / "docs" / "results" / "control"
 SELECTION = REPO / "docs" / "results" / "comparison" / "selection.json"
 TUNING = REPO / "docs" / "results" / "comparison" / "tuning.csv"

@@ -15,7 +15,7 @@ from pathlib import Path
 import kept_results
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = kept_results.REPO
 KEPT = REPO / "docs" / "results" / "formation"
 FIGURE = REPO / "docs" / "formation.png"
 LEAD = ("`python tools/formation.py`, from docs/results/formation/formation.csv (each subject's last snapshot, "

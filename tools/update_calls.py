@@ -132,15 +132,14 @@ class UpdateProfile:
         if code.co_qualname == "DocumentIterator.next_batch" and self.stepped:
             self.m.updates_started += 1
             self.stepped = False
-        if code.co_name == "step" and isinstance(frame.f_locals.get("self"), torch.optim.Optimizer):
-            self.stepped = True
+        optimizer_step = code.co_name == "step" and isinstance(frame.f_locals.get("self"), torch.optim.Optimizer)
+        self.stepped = self.stepped or optimizer_step
         m = self.m
         if m.updates_started != UPDATE:
             return
         if is_normgrow(code):
             m.functions.add(name_of(frame))
-        if not m.optimizer_chain and code.co_name == "step" and isinstance(frame.f_locals.get("self"),
-                                                                           torch.optim.Optimizer):
+        if not m.optimizer_chain and optimizer_step:
             m.optimizer_chain = m.chain(frame)
         if not m.kernel_chain and code.co_qualname == m.kernel:
             m.kernel_chain = m.chain(frame)

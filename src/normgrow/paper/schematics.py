@@ -31,6 +31,7 @@ from normgrow.paper.items import ITEMS  # noqa: E402
 from normgrow.paper.roles import CURRICULUM_ROLES, curriculum_role  # noqa: E402
 
 FONT = 8
+SAVED = {"font.size": FONT, "savefig.dpi": 200, "savefig.bbox": "tight"}  # both schematics' style
 COLORS = {"norm": "#F5C46B", "attn": "#A9D3F0", "mlp": "#9FDCC4", "io": "#E6E6E6"}  # Okabe–Ito, lightened
 STATE_COLORS = {"trained": "#0072B2", "frozen": "#BBBBBB", "inactive": "#FFFFFF"}
 STATE_TEXT = {"trained": "white", "frozen": "#333333", "inactive": "#999999"}
@@ -225,7 +226,7 @@ def placement_diagrams(config: dict, directory: Path) -> list[Path]:
     placements = placements_used(config)
     cols = min(3, len(placements))
     rows = [placements[i:i + cols] for i in range(0, len(placements), cols)]
-    with plt.rc_context({"font.size": FONT, "savefig.dpi": 200, "savefig.bbox": "tight"}):
+    with plt.rc_context(SAVED):
         fig = plt.figure()
         ax = fig.add_axes((0, 0, 1, 1))
         bottom = 0.0
@@ -299,7 +300,7 @@ def curriculum_timelines(config: dict, directory: Path) -> list[Path]:
     width = max(len(c) for c in columns.values())
     cols = 1 if width > 4 else min(2, len(curricula))  # long curricula: one panel a row
     rows = -(-len(curricula) // cols)
-    with plt.rc_context({"font.size": FONT, "savefig.dpi": 200, "savefig.bbox": "tight"}):
+    with plt.rc_context(SAVED):
         fig, axes = plt.subplots(rows, cols, figsize=(0.9 + 1.5 * width * cols, (0.42 * blocks + 1.6) * rows + 0.6),
                                  squeeze=False)
         for ax, (name, runs) in zip(axes.flat, curricula.items(), strict=False):
