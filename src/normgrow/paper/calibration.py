@@ -29,7 +29,7 @@ import pandas as pd
 from normgrow.paper.claims import nearest_parity, parity, parity_bound
 from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.regime import MIN_TEACHER_LEAD
-from normgrow.paper.results import final_phases
+from normgrow.paper.results import final_ce_by_seed
 from normgrow.paper.roles import Role, by_role
 from normgrow.paper.stats import delta, mean_ci
 
@@ -39,7 +39,7 @@ RUNS = ("pre-joint", "post-joint")
 def seed_rows(phases: pd.DataFrame, roles: dict[str, Role], setting: str, lr: float, warmup: int,
               teacher_ce: float) -> pd.DataFrame:
     """One row per seed of one setting: the final CE of pre- and post-norm joint and Δ_joint."""
-    final = final_phases(by_role(phases, roles)).pivot(index="seed", columns="run", values="ce")
+    final = final_ce_by_seed(by_role(phases, roles))
     out = final[list(RUNS)].assign(delta_joint=lambda ce: delta(ce, "joint"))
     return out.reset_index().assign(setting=setting, lr=lr, warmup=warmup, teacher_ce=teacher_ce)
 

@@ -112,6 +112,12 @@ def final_phases(phases: pd.DataFrame) -> pd.DataFrame:
     return phases[phases["phase"] == last]
 
 
+def final_ce_by_seed(phases: pd.DataFrame) -> pd.DataFrame:
+    """Every run's final validation CE (its last phase's: `final_phases`), a row per seed and a column per run:
+    the wide table the placement effects are formed from (normgrow.paper.stats.effects)."""
+    return final_phases(phases).pivot(index="seed", columns="run", values="ce")
+
+
 def collect_transitions(phases: pd.DataFrame, train_logs: dict[tuple[str, int, int], Path]) -> pd.DataFrame:
     """Table A4 rows: one per block-appending transition (a phase with more active blocks than the
     phase before it) of every run and seed. `train_logs` maps (run, seed, phase) to its train.csv."""

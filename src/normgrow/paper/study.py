@@ -21,7 +21,7 @@ from normgrow.paper.claims import parity_verdict, sign_verdict
 from normgrow.paper.document import Grid, to_markdown
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import MIN_TEACHER_LEAD
-from normgrow.paper.results import final_phases
+from normgrow.paper.results import final_ce_by_seed
 from normgrow.paper.roles import Role, by_role, has_role
 from normgrow.paper.stats import EFFECTS, LABELS, effects, mean_ci
 
@@ -48,7 +48,7 @@ def verdict(effect: str, values: pd.Series, margin: float) -> str:
 def seed_effects(phases: pd.DataFrame, roles: dict[str, Role]) -> pd.DataFrame:
     """One row per seed: the final CE of each run of the 2 × 2 (found by role: normgrow.paper.roles) and
     the three effects."""
-    final = final_phases(by_role(phases, roles)).pivot(index="seed", columns="run", values="ce")
+    final = final_ce_by_seed(by_role(phases, roles))
     out = final[["pre-joint", "post-joint", "pre-grow", "post-grow"]]
     return out.assign(**effects(out)).reset_index()
 
