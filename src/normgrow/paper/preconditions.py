@@ -42,7 +42,7 @@ from normgrow.paper.claims import ABSENT, MIN_PARITY_SEEDS, NOT_SHOWN, PAPER_KUR
 from normgrow.paper.reference import paper_reference
 from normgrow.paper.regime import Property
 from normgrow.paper.results import Results
-from normgrow.paper.stats import effects, mean_ci
+from normgrow.paper.stats import delta, effects, mean_ci
 
 MIN_MASSIVE = 10.0
 START_GAP_FACTOR = 100  # × the paper's largest effect: the widest start gap a common start allows
@@ -128,7 +128,7 @@ def start_gap(results: Results, paper: str, largest_effect: float) -> Property:
     if any(ce.empty for ce in starts.values()):
         return Property(name, paper, "not recorded (phases collected before the first update's CE: rerun "
                         "collect_metrics)", None)
-    gaps = {c: (starts[f"post-{c}"] - starts[f"pre-{c}"]).dropna().mean() for c in ("joint", "grow")}
+    gaps = {c: delta(starts, c).dropna().mean() for c in ("joint", "grow")}  # post − pre at the start
     threshold = START_GAP_FACTOR * largest_effect
     widest = max(abs(gap) for gap in gaps.values())
     ours = "; ".join(f"{c}: pre {starts[f'pre-{c}'].mean():.2f}, post {starts[f'post-{c}'].mean():.2f} "
