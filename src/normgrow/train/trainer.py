@@ -42,6 +42,7 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -262,6 +263,12 @@ class Member:
     def spec(self) -> PhaseSpec:
         return self.task.spec
 
+    @cached_property
+    def trained(self) -> list[torch.nn.Parameter]:
+        """The parameters its optimizer steps, in the optimizer's order (what the gradient clip reads), listed
+        once per phase."""
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
     @contextmanager
     def own_rng(self):
         """Run with this student's RNG states, and keep what it drew: it draws the same numbers alone or in
@@ -436,8 +443,7 @@ class Trainer:
                 del hidden, teacher_hidden  # a phase alone's teacher states go before its backward
                 terms["total"] = member.faults.loss(t, terms["total"])
                 (terms["total"] * self.ranks.world).backward()  # FSDP averages gradients over the ranks
-                params = [p for group in member.optimizer.param_groups for p in group["params"]]
-                grad_norm = clip_grad_norm_(params, member.spec.training.grad_clip)  # over all ranks, before clipping
+                grad_norm = clip_grad_norm_(member.trained, member.spec.training.grad_clip)  # all ranks', unclipped
                 member.optimizer.step()
                 member.optimizer.zero_grad(set_to_none=True)
             try:
